@@ -1,0 +1,37 @@
+from django.core.management.base import BaseCommand
+
+from apps.organizations.services import first_admin_bootstrap
+
+
+class Command(BaseCommand):
+    help = (
+        "Creates the first organization and its owner when the gateway has none. Reads "
+        "GATEWAY_ADMIN_EMAIL / GATEWAY_ADMIN_PASSWORD / GATEWAY_ORG_NAME; without a password one is "
+        "generated and printed once. Does nothing when an organization exists."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--email", default=None)
+        parser.add_argument("--organization", default=None)
+
+    def handle(self, *args, email=None, organization=None, **options):
+        from gateway_project.env import env
+
+        email = email or env.str("GATEWAY_ADMIN_EMAIL", default="admin@example.com")
+        password = env.str("GATEWAY_ADMIN_PASSWORD", default="") or None
+        organization_name = organization or env.str("GATEWAY_ORG_NAME", default="My organization")
+        result = first_admin_bootstrap(email=email, password=password, organization_name=organization_name)
+        if result is None:
+            self.stdout.write("An organization exists already; nothing to do.")
+            return
+        org, user, generated_password = result
+        self.stdout.write(self.style.SUCCESS(f"Created organization '{org.name}' with owner {user.email}."))
+        if generated_password:
+            self.stdout.write(
+                self.style.WARNING(
+                    f"Generated password for {user.email}: {generated_password}\n"
+                    "It is shown only this once; change it in the admin console "
+                    f"(/admin/) or set GATEWAY_ADMIN_PASSWORD before the first run."
+                )
+            )
+        self.stdout.write("Sign in with POST /api/v1/auth/login or at /admin/.")

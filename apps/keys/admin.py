@@ -1,0 +1,94 @@
+from django import forms
+from django.contrib import admin, messages
+from django.template.response import TemplateResponse
+from django.utils import timezone
+
+from . import services
+from .models import ApiKey, Permission
+
+
+class ApiKeyAddForm(forms.ModelForm):
+    permissions = forms.MultipleChoiceField(
+        choices=Permission.choices, initial=[Permission.LLM], widget=forms.CheckboxSelectMultiple
+    )
+
+    class Meta:
+        model = ApiKey
+        fields = ("organization", "team", "name", "permissions", "expires_at")
+
+    def clean(self):
+        cleaned = super().clean()
+        team, organization = cleaned.get("team"), cleaned.get("organization")
+        if team is not None and organization is not None and team.organization_id != organization.id:
+            self.add_error("team", "This team belongs to another organization.")
+        expires_at = cleaned.get("expires_at")
+        if expires_at is not None and expires_at <= timezone.now():
+            self.add_error("expires_at", "Must be in the future.")
+        return cleaned
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    """Keys can be created here (the secret is shown once, on the page after saving), inspected
+    and revoked; they are never edited or deleted, so the audit trail stays whole."""
+
+    list_display = ("name", "key_prefix", "organization", "team", "status", "expires_at", "last_used_at")
+    list_filter = ("is_active", "organization")
+    search_fields = ("name", "key_prefix", "organization__name")
+    list_select_related = ("organization", "team")
+    actions = ("revoke_selected",)
+    readonly_fields = (
+        "id",
+        "organization",
+        "team",
+        "name",
+        "key_prefix",
+        "permissions",
+        "is_active",
+        "expires_at",
+        "revoked_at",
+        "last_used_at",
+        "created_by",
+        "created_at",
+    )
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        if obj is None:
+            kwargs["form"] = ApiKeyAddForm
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.readonly_fields if obj is not None else ()
+
+    def get_fields(self, request, obj=None):
+        return ApiKeyAddForm.Meta.fields if obj is None else self.readonly_fields
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def save_model(self, request, obj, form, change) -> None:
+        if not change:
+            obj.created_by = request.user
+            obj._shown_once_secret = services.api_key_issue_secret(api_key=obj)
+        super().save_model(request, obj, form, change)
+
+    def response_add(self, request, obj, post_url_continue=None):
+        # Rendered directly, not through a redirect and the messages framework, so the secret is
+        # never written to a cookie or the session.
+        context = {
+            **self.admin_site.each_context(request),
+            "api_key": obj,
+            "secret": obj._shown_once_secret,
+            "warning": services.KEY_WARNING,
+            "opts": self.opts,
+        }
+        return TemplateResponse(request, "admin/keys/apikey/created.html", context)
+
+    @admin.action(description="Revoke the selected keys")
+    def revoke_selected(self, request, queryset) -> None:
+        revoked = 0
+        for api_key in queryset:
+            if api_key.is_active:
+                services.api_key_revoke(api_key=api_key)
+                revoked += 1
+        messages.success(request, f"Revoked {revoked} key(s).")

@@ -1,0 +1,56 @@
+from django.utils import timezone
+from rest_framework import serializers
+
+from apps.core.api.tenancy import OrganizationScopedRelatedField
+from apps.keys.models import ApiKey, KeyStatus, Permission
+from apps.teams.models import Team
+
+
+class ApiKeySerializer(serializers.ModelSerializer):
+    team_id = serializers.UUIDField(read_only=True, allow_null=True)
+    status = serializers.ChoiceField(choices=KeyStatus.choices, read_only=True)
+
+    class Meta:
+        model = ApiKey
+        fields = (
+            "id",
+            "name",
+            "key_prefix",
+            "permissions",
+            "team_id",
+            "is_active",
+            "status",
+            "expires_at",
+            "created_at",
+            "last_used_at",
+        )
+        read_only_fields = fields
+
+
+class ApiKeyCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    permissions = serializers.ListField(
+        child=serializers.ChoiceField(choices=Permission.values),
+        allow_empty=False,
+        default=lambda: [Permission.LLM.value],
+    )
+    team_id = OrganizationScopedRelatedField(
+        queryset=Team.objects.all(), source="team", required=False, allow_null=True
+    )
+    expires_at = serializers.DateTimeField(required=False, allow_null=True)
+
+    def validate_expires_at(self, value):
+        if value is not None and value <= timezone.now():
+            raise serializers.ValidationError("Must be in the future.")
+        return value
+
+
+class ApiKeyCreatedSerializer(ApiKeySerializer):
+    """The create response: the only time the full key is shown."""
+
+    key = serializers.CharField(read_only=True)
+    warning = serializers.CharField(read_only=True)
+
+    class Meta(ApiKeySerializer.Meta):
+        fields = (*ApiKeySerializer.Meta.fields, "key", "warning")
+        read_only_fields = fields

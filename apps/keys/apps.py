@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class KeysConfig(AppConfig):
+    name = "apps.keys"
+    label = "keys"

@@ -1,0 +1,73 @@
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from uuid import UUID
+
+from django.db import transaction
+from django.utils import timezone
+
+from apps.accounts.models import User
+from apps.organizations.models import Organization
+from apps.teams.models import Team
+
+from . import revocation
+from .models import ApiKey, Permission
+from .secrets import api_key_digest, api_key_prefix, generate_api_key
+
+KEY_WARNING = (
+    "Store this key securely: it is shown only once and cannot be recovered. "
+    "If it is lost, revoke it and create a new one."
+)
+
+
+def api_key_create(
+    *,
+    organization: Organization,
+    name: str,
+    permissions: Iterable[str] = (Permission.LLM,),
+    team: Team | None = None,
+    expires_at: datetime | None = None,
+    created_by: User | None = None,
+) -> tuple[ApiKey, str]:
+    """Creates a key and returns it with its secret, the only time the secret exists in clear."""
+    api_key = ApiKey(
+        organization=organization,
+        team=team,
+        name=name,
+        permissions=sorted(set(permissions)),
+        expires_at=expires_at,
+        created_by=created_by,
+    )
+    secret = api_key_issue_secret(api_key=api_key)
+    api_key.save()
+    return api_key, secret
+
+
+def api_key_issue_secret(*, api_key: ApiKey) -> str:
+    """Gives an unsaved key its secret: keeps the prefix and digest, returns the secret to show once."""
+    secret = generate_api_key()
+    api_key.key_prefix = api_key_prefix(secret)
+    api_key.key_digest = api_key_digest(secret)
+    return secret
+
+
+def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
+    """Revokes a key; revoking a revoked key changes nothing. Requests already in flight finish;
+    every worker refuses the key from its next request on (see revocation.py)."""
+    if not api_key.is_active:
+        return api_key
+    api_key.is_active = False
+    api_key.revoked_at = timezone.now()
+    api_key.save(update_fields=["is_active", "revoked_at"])
+    key_id = str(api_key.id)
+    transaction.on_commit(lambda: revocation.announce_revoked(key_id))
+    return api_key
+
+
+def api_keys_mark_used(*, last_used: Mapping[UUID | str, datetime]) -> None:
+    """Records when keys were last used; called off the request, in batches."""
+    if not last_used:
+        return
+    keys = list(ApiKey.objects.filter(id__in=list(last_used)).only("id", "last_used_at"))
+    for api_key in keys:
+        api_key.last_used_at = last_used.get(api_key.id) or last_used.get(str(api_key.id))
+    ApiKey.objects.bulk_update(keys, ["last_used_at"])

@@ -1,0 +1,32 @@
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics
+from rest_framework.response import Response
+
+from apps.core.api.tenancy import OrganizationScopedMixin
+from apps.organizations import services
+from apps.organizations.models import Organization
+
+from .serializers import OrganizationSerializer
+
+
+class CurrentOrganizationView(OrganizationScopedMixin, generics.GenericAPIView):
+    """The organization of the current session. Members read it; admins change name and settings."""
+
+    queryset = Organization.objects.all()
+    serializer_class = OrganizationSerializer
+    organization_field = "id"
+    http_method_names = ["get", "patch", "options"]
+
+    def get_object(self) -> Organization:
+        return self.get_queryset().get()
+
+    def get(self, request):
+        return Response(self.get_serializer(self.get_object()).data)
+
+    @extend_schema(request=OrganizationSerializer)
+    def patch(self, request):
+        organization = self.get_object()
+        serializer = self.get_serializer(organization, data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        organization = services.organization_update(organization=organization, **serializer.validated_data)
+        return Response(self.get_serializer(organization).data)

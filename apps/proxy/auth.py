@@ -1,0 +1,134 @@
+"""API-key authentication for the proxy, without a database read on the usual request.
+
+Looked-up keys are held in this worker's memory for ``GATEWAY_KEY_CACHE_SECONDS``; revocation
+does not wait for that (``apps/keys/revocation.py``), and expiry is checked against the clock on
+every request.
+"""
+
+import hmac
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.utils import timezone
+
+from apps.core.errors import AuthenticationFailed, PermissionDenied
+from apps.keys import revocation, selectors
+from apps.keys.secrets import api_key_digest
+
+# Unknown secrets are remembered briefly too, so garbage keys cannot make every request a read.
+_NEGATIVE_SECONDS = 5.0
+_MAX_ENTRIES = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class AuthenticatedKey:
+    id: str
+    organization_id: str
+    team_id: str | None
+    key_prefix: str
+    permissions: frozenset[str]
+    expires_at: datetime | None
+
+
+class ApiKeyCache:
+    def __init__(self) -> None:
+        # digest -> (key or None when unknown/revoked, monotonic time it was read)
+        self._entries: dict[str, tuple[AuthenticatedKey | None, float]] = {}
+        self._digest_by_id: dict[str, str] = {}
+
+    def get(self, digest: str) -> tuple[bool, AuthenticatedKey | None]:
+        entry = self._entries.get(digest)
+        if entry is None:
+            return False, None
+        key, read_at = entry
+        ttl = settings.GATEWAY_KEY_CACHE_SECONDS if key is not None else _NEGATIVE_SECONDS
+        if time.monotonic() - read_at > ttl:
+            return False, None
+        return True, key
+
+    def put(self, digest: str, key: AuthenticatedKey | None) -> None:
+        if len(self._entries) >= _MAX_ENTRIES:
+            self.clear()
+        self._entries[digest] = (key, time.monotonic())
+        if key is not None:
+            self._digest_by_id[key.id] = digest
+
+    def forget(self, key_id: str) -> None:
+        digest = self._digest_by_id.pop(key_id, None)
+        if digest is not None:
+            self._entries.pop(digest, None)
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._digest_by_id.clear()
+
+
+key_cache = ApiKeyCache()
+revocation.on_revoke(key_cache.forget)
+
+
+class KeyRefused(AuthenticationFailed):
+    pass
+
+
+def bearer_token(headers: dict[str, str]) -> str:
+    authorization = headers.get("authorization")
+    if not authorization:
+        raise KeyRefused(
+            "No API key provided. Send it as 'Authorization: Bearer <API key>'.", code="missing_api_key"
+        )
+    scheme, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or " " in token:
+        raise KeyRefused(
+            "The Authorization header must be 'Bearer <API key>'.", code="invalid_authorization_header"
+        )
+    if token.count(".") == 2 and token.startswith("eyJ"):
+        raise KeyRefused(
+            "Session tokens are for the management API (/api/v1/); the proxy takes an API key.",
+            code="session_token_not_accepted",
+        )
+    return token
+
+
+def _load_key(digest: str) -> AuthenticatedKey | None:
+    api_key = selectors.api_key_by_digest(digest)
+    if api_key is None or not hmac.compare_digest(api_key.key_digest, digest) or not api_key.is_active:
+        return None
+    return AuthenticatedKey(
+        id=str(api_key.id),
+        organization_id=str(api_key.organization_id),
+        team_id=str(api_key.team_id) if api_key.team_id else None,
+        key_prefix=api_key.key_prefix,
+        permissions=frozenset(api_key.permissions),
+        expires_at=api_key.expires_at,
+    )
+
+
+_load_key_async = database_sync_to_async(_load_key)
+
+
+async def authenticate(headers: dict[str, str]) -> AuthenticatedKey:
+    token = bearer_token(headers)
+    digest = api_key_digest(token)
+    cached, key = key_cache.get(digest)
+    if not cached:
+        key = await _load_key_async(digest)
+        key_cache.put(digest, key)
+    if key is None:
+        raise KeyRefused("Invalid API key, or the key has been revoked.", code="invalid_api_key")
+    if key.expires_at is not None and key.expires_at <= timezone.now():
+        raise KeyRefused("This API key has expired.", code="api_key_expired")
+    if await revocation.is_revoked(key.id):
+        key_cache.forget(key.id)
+        raise KeyRefused("Invalid API key, or the key has been revoked.", code="invalid_api_key")
+    return key
+
+
+def require_permission(key: AuthenticatedKey, accepted: frozenset[str]) -> None:
+    if key.permissions.isdisjoint(accepted):
+        needed = " or ".join(sorted(accepted))
+        raise PermissionDenied(f"This API key does not have the {needed} permission.", code="permission_denied")

@@ -1,0 +1,74 @@
+"""The small HTTP layer of the lean proxy app: a request, a response, and body reading.
+
+The proxy does not go through Django's request handling (see gateway_project/asgi.py); these
+classes are what its views see instead.
+"""
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from apps.core.errors import InvalidRequest, PayloadTooLarge
+
+
+@dataclass(slots=True)
+class ProxyRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    client_ip: str
+    request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    started: float = field(default_factory=time.perf_counter)
+    body: bytes = b""
+    # Filled in by the pipeline's stages.
+    api_key: Any = None
+
+    def json(self) -> Any:
+        """The body as JSON, parsed once; anything unreadable is a 400 in OpenAI's shape."""
+        if not self.body:
+            raise InvalidRequest("The request body is empty; send a JSON object.", code="invalid_json")
+        try:
+            return json.loads(self.body)
+        except UnicodeDecodeError as error:
+            raise InvalidRequest("The request body is not valid UTF-8.", code="invalid_json") from error
+        except ValueError as error:
+            raise InvalidRequest(f"The request body is not valid JSON: {error}", code="invalid_json") from error
+
+
+@dataclass(slots=True)
+class ProxyResponse:
+    status: int
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def json(cls, payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> "ProxyResponse":
+        return cls(status=status, body=json.dumps(payload, separators=(",", ":")).encode(), headers=headers or {})
+
+
+def decode_headers(raw_headers: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    # Header names arrive lower-cased from the ASGI server; latin-1 never fails to decode.
+    return {name.decode("latin-1"): value.decode("latin-1") for name, value in raw_headers}
+
+
+async def read_body(receive, headers: dict[str, str], limit: int) -> bytes:
+    declared = headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"The request body is larger than the limit of {limit} bytes.")
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        if chunk:
+            size += len(chunk)
+            if size > limit:
+                raise PayloadTooLarge(f"The request body is larger than the limit of {limit} bytes.")
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)

@@ -1,0 +1,36 @@
+import secrets
+
+from django.utils.text import slugify
+
+from apps.core.errors import Conflict
+from apps.organizations.models import Organization
+
+from .models import Team
+
+
+def team_create(*, organization: Organization, name: str, slug: str = "", allowed_data_regions=()) -> Team:
+    slug = slug or slugify(name)[:80] or f"team-{secrets.token_hex(3)}"
+    if Team.objects.filter(organization=organization, slug=slug).exists():
+        raise Conflict(f"A team with the slug '{slug}' exists already.", code="team_slug_taken")
+    return Team.objects.create(
+        organization=organization, name=name, slug=slug, allowed_data_regions=list(allowed_data_regions)
+    )
+
+
+def team_update(*, team: Team, **changes) -> Team:
+    new_slug = changes.get("slug")
+    if new_slug and new_slug != team.slug:
+        if Team.objects.filter(organization=team.organization_id, slug=new_slug).exists():
+            raise Conflict(f"A team with the slug '{new_slug}' exists already.", code="team_slug_taken")
+    for field, value in changes.items():
+        setattr(team, field, value)
+    team.save(update_fields=[*changes, "updated_at"])
+    return team
+
+
+def team_delete(*, team: Team) -> None:
+    if team.api_keys.filter(is_active=True).exists():
+        raise Conflict(
+            "This team still has active API keys bound to it; revoke them first.", code="team_has_active_keys"
+        )
+    team.delete()

@@ -1,0 +1,27 @@
+"""ASGI entry point, served by Daphne.
+
+``/v1/`` goes straight to the lean proxy app: no Django middleware, no URL resolver, no per-request
+thread hop. Everything else (management API, admin, console) goes to Django's handler.
+"""
+
+import os
+
+from channels.routing import ProtocolTypeRouter
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gateway_project.settings")
+
+django_app = get_asgi_application()  # sets Django up before the proxy imports models
+
+from apps.proxy.app import proxy_app  # noqa: E402
+
+
+async def http_app(scope, receive, send):
+    path = scope["path"]
+    if path.startswith("/v1/") or path == "/v1":
+        await proxy_app(scope, receive, send)
+    else:
+        await django_app(scope, receive, send)
+
+
+application = ProtocolTypeRouter({"http": http_app})

@@ -1,0 +1,239 @@
+"""Settings for every environment, read from the environment (12-factor).
+
+With no environment variables the gateway runs embedded: SQLite, Django's local-memory cache and a
+Celery worker on a file broker, so a newcomer needs nothing installed. Production sets
+``DATABASE_URL`` (PostgreSQL), ``REDIS_URL``, ``SECRET_KEY``, ``ALLOWED_HOSTS`` and ``GATEWAY_HTTPS``.
+"""
+
+from datetime import timedelta
+
+from django.core.exceptions import ImproperlyConfigured
+
+from .env import BASE_DIR, DATA_DIR, env, env_choice, local_secret
+
+DEBUG = env.bool("DEBUG", default=False)
+SECRET_KEY = env.str("SECRET_KEY", default="") or local_secret("secret_key")
+if len(SECRET_KEY) < 32:
+    raise ImproperlyConfigured("SECRET_KEY must be at least 32 characters long")
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework_simplejwt",
+    "rest_framework_simplejwt.token_blacklist",
+    "drf_spectacular",
+    "apps.core",
+    "apps.accounts",
+    "apps.organizations",
+    "apps.teams",
+    "apps.keys",
+    "apps.proxy",
+]
+
+# Only the management surface pays for this stack: /v1/ is served by the lean proxy app
+# (gateway_project/asgi.py) before Django's handler is reached.
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "gateway_project.urls"
+ASGI_APPLICATION = "gateway_project.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------------
+DATABASES = {"default": env.db_url("DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'gateway.sqlite3'}")}
+_db = DATABASES["default"]
+if _db["ENGINE"] == "django.db.backends.sqlite3":
+    # The server, the Celery worker and the background writers share one file: WAL lets readers
+    # and a writer work side by side, IMMEDIATE takes the write lock up front instead of failing
+    # with "database is locked" on upgrade.
+    _db["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+elif _db["ENGINE"] == "django.db.backends.postgresql":
+    # Under ASGI every request may run on another thread: pool connections instead of keeping one
+    # per thread (CONN_MAX_AGE must then be 0).
+    _db["CONN_MAX_AGE"] = 0
+    if env.bool("DATABASE_POOL", default=True):
+        _db.setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": env.int("DATABASE_POOL_SIZE", 10)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Cache and Redis ------------------------------------------------------------------------
+REDIS_URL = env.str("REDIS_URL", default="")
+# Every key this deployment writes to Redis starts with this, so several gateways (or test runs)
+# can share one server.
+REDIS_KEY_PREFIX = env.str("GATEWAY_REDIS_PREFIX", default="gw")
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": REDIS_KEY_PREFIX,
+            "OPTIONS": {"CLIENT_CLASS": "django_redis.client.DefaultClient"},
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# --- Celery ---------------------------------------------------------------------------------
+# Redis when there is one; otherwise kombu's filesystem transport, a real broker that needs no
+# server, so `make run` still starts a worker and beat and no task ever runs inside a request.
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL or "filesystem://")
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    _broker_dir = DATA_DIR / "broker"
+    for sub in ("queue", "processed"):
+        (_broker_dir / sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "queue"),
+        "data_folder_out": str(_broker_dir / "queue"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "store_processed": False,
+    }
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TIMEZONE = "UTC"
+CELERY_BEAT_SCHEDULE = {
+    "flush-expired-session-tokens": {
+        "task": "apps.accounts.tasks.flush_expired_session_tokens",
+        "schedule": timedelta(hours=6),
+    },
+}
+
+# --- Auth -----------------------------------------------------------------------------------
+AUTH_USER_MODEL = "accounts.User"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 10}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "/admin/login/"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["apps.accounts.authentication.SessionTokenAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PAGINATION_CLASS": "apps.core.api.pagination.CursorPagination",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "apps.core.api.exceptions.management_exception_handler",
+    "UNAUTHENTICATED_USER": None,
+    "DATETIME_FORMAT": "%Y-%m-%dT%H:%M:%SZ",
+}
+
+SIMPLE_JWT = {
+    "ACCESS_TOKEN_LIFETIME": timedelta(minutes=env.int("SESSION_ACCESS_MINUTES", default=15)),
+    "REFRESH_TOKEN_LIFETIME": timedelta(days=env.int("SESSION_REFRESH_DAYS", default=7)),
+    "ROTATE_REFRESH_TOKENS": True,
+    "BLACKLIST_AFTER_ROTATION": True,
+    "UPDATE_LAST_LOGIN": False,
+    "SIGNING_KEY": SECRET_KEY,
+    "AUTH_HEADER_TYPES": ("Bearer",),
+    "USER_ID_FIELD": "id",
+    "USER_ID_CLAIM": "user_id",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "LLM Gateway management API",
+    "DESCRIPTION": "Organizations, API keys, provider keys, teams, analytics and webhooks. "
+    "The OpenAI-compatible proxy lives under /v1/ and is documented in the README.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- The gateway itself ---------------------------------------------------------------------
+# The word in every x-<brand>-* header and the team header.
+GATEWAY_BRAND = env.str("GATEWAY_BRAND", default="gateway").lower()
+GATEWAY_API_KEY_PREFIX = env.str("GATEWAY_API_KEY_PREFIX", default="sk_live_")
+# How long a worker trusts a looked-up API key before reading it again; revocation does not
+# wait for this (see apps/keys/revocation.py).
+GATEWAY_KEY_CACHE_SECONDS = env.int("GATEWAY_KEY_CACHE_SECONDS", default=60)
+GATEWAY_MAX_BODY_BYTES = env.int("GATEWAY_MAX_BODY_BYTES", default=20 * 1024 * 1024)
+GATEWAY_LOGIN_FAILURE_LIMIT = env.int("GATEWAY_LOGIN_FAILURE_LIMIT", default=5)
+GATEWAY_LOGIN_FAILURE_WINDOW_SECONDS = env.int("GATEWAY_LOGIN_FAILURE_WINDOW_SECONDS", default=900)
+GATEWAY_DEFAULT_LOG_BODIES = env_choice(
+    "GATEWAY_DEFAULT_LOG_BODIES", choices=("full", "redacted", "metadata"), default="redacted"
+)
+
+# --- Security -------------------------------------------------------------------------------
+# Behind TLS (directly or at a balancer that sets X-Forwarded-Proto) set GATEWAY_HTTPS=true.
+GATEWAY_HTTPS = env.bool("GATEWAY_HTTPS", default=False)
+SECURE_SSL_REDIRECT = GATEWAY_HTTPS
+SESSION_COOKIE_SECURE = GATEWAY_HTTPS
+CSRF_COOKIE_SECURE = GATEWAY_HTTPS
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31_536_000 if GATEWAY_HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = GATEWAY_HTTPS
+SECURE_HSTS_PRELOAD = GATEWAY_HTTPS
+if env.bool("TRUST_X_FORWARDED_PROTO", default=GATEWAY_HTTPS):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+
+# --- I18N, time, static ---------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = env.str("STATIC_ROOT", default=str(DATA_DIR / "staticfiles"))
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+
+# --- Logging --------------------------------------------------------------------------------
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").upper()
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        # httpx logs every request at INFO: noise, and a place where URLs could leak.
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+        "daphne": {"level": "WARNING"},
+        "django.request": {"level": "ERROR"},
+    },
+}

@@ -1,0 +1,27 @@
+"""Test overrides only; everything else is the real settings module.
+
+The suite runs on SQLite + local memory by default, and on PostgreSQL + Redis when DATABASE_URL /
+REDIS_URL are set (as .ci/run does).
+"""
+
+import os
+import uuid
+
+os.environ.setdefault("SECRET_KEY", "test-secret-key-that-is-long-enough-for-hs256-signing")
+# A per-run prefix keeps this run's Redis keys apart from a developer's gateway (and other runs).
+os.environ.setdefault("GATEWAY_REDIS_PREFIX", f"gwtest-{uuid.uuid4().hex[:8]}")
+
+from .settings import *  # noqa: E402,F403
+from .settings import DATA_DIR, DATABASES  # noqa: E402
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+CELERY_TASK_ALWAYS_EAGER = True
+CELERY_TASK_EAGER_PROPAGATES = True
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A file, not memory, so a Daphne subprocess started by a test sees the same database.
+    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / f"test-{os.getpid()}.sqlite3")}

@@ -1,0 +1,28 @@
+from django.contrib import admin
+from django.urls import include, path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from apps.core import views as core_views
+
+api_v1 = [
+    path("", include("apps.accounts.api.urls")),
+    path("", include("apps.organizations.api.urls")),
+    path("", include("apps.teams.api.urls")),
+    path("", include("apps.keys.api.urls")),
+    path("schema", SpectacularAPIView.as_view(), name="schema"),
+    path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    path("redoc", SpectacularRedocView.as_view(url_name="schema"), name="redoc"),
+    # Anything else under /api/ is a JSON 404, never Django's HTML page.
+    re_path(r"^.*$", core_views.api_not_found),
+]
+
+urlpatterns = [
+    path("api/v1/", include(api_v1)),
+    re_path(r"^api/.*$", core_views.api_not_found),
+    path("admin/", admin.site.urls),
+    path("healthz", core_views.healthz, name="healthz"),
+]
+
+handler400 = "apps.core.views.handler400"
+handler404 = "apps.core.views.handler404"
+handler500 = "apps.core.views.handler500"

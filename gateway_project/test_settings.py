@@ -11,10 +11,14 @@ os.environ.setdefault("SECRET_KEY", "test-secret-key-that-is-long-enough-for-hs2
 # A per-run prefix keeps this run's Redis keys apart from a developer's gateway (and other runs).
 os.environ.setdefault("GATEWAY_REDIS_PREFIX", f"gwtest-{uuid.uuid4().hex[:8]}")
 
-from .settings import *  # noqa: E402,F403
-from .settings import DATA_DIR, DATABASES  # noqa: E402
+from .settings import *  # noqa: F403
+from .settings import DATA_DIR, DATABASES
 
-PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# Fast hashing for the suite; PBKDF2 stays available for users a live server (real settings) checks.
+PASSWORD_HASHERS = [
+    "django.contrib.auth.hashers.MD5PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

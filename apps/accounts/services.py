@@ -71,4 +71,6 @@ def session_logout(*, refresh_token: str) -> None:
     try:
         RefreshToken(refresh_token).blacklist()
     except TokenError as error:
-        raise AuthenticationFailed("The refresh token is invalid or expired.", code="token_not_valid") from error
+        raise AuthenticationFailed(
+            "The refresh token is invalid or expired.", code="token_not_valid"
+        ) from error

@@ -31,7 +31,9 @@ def handler500(request):
 
 def handler400(request, exception=None):
     if _is_api(request):
-        return json_error_response(400, "invalid_request_error", "bad_request", "The request could not be read.")
+        return json_error_response(
+            400, "invalid_request_error", "bad_request", "The request could not be read."
+        )
     return defaults.bad_request(request, exception)
 
 

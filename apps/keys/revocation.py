@@ -62,4 +62,6 @@ def _warn_unreachable(error: Exception) -> None:
     now = time.monotonic()
     if now - _last_warning > 30:
         _last_warning = now
-        logger.warning("Redis unreachable for the revocation check (%s); trusting cached keys", type(error).__name__)
+        logger.warning(
+            "Redis unreachable for the revocation check (%s); trusting cached keys", type(error).__name__
+        )

@@ -1,5 +1,3 @@
-from django.db.models import QuerySet
-
 from .models import ApiKey
 
 
@@ -20,7 +18,3 @@ def api_key_by_digest(digest: str) -> ApiKey | None:
         .filter(key_digest=digest)
         .first()
     )
-
-
-def api_keys_listed() -> QuerySet[ApiKey]:
-    return ApiKey.objects.all()

@@ -120,7 +120,9 @@ class ProxyApp:
             {
                 "type": "http.response.start",
                 "status": response.status,
-                "headers": [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()],
+                "headers": [
+                    (name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()
+                ],
             }
         )
         await send({"type": "http.response.body", "body": response.body})

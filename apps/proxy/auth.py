@@ -131,4 +131,6 @@ async def authenticate(headers: dict[str, str]) -> AuthenticatedKey:
 def require_permission(key: AuthenticatedKey, accepted: frozenset[str]) -> None:
     if key.permissions.isdisjoint(accepted):
         needed = " or ".join(sorted(accepted))
-        raise PermissionDenied(f"This API key does not have the {needed} permission.", code="permission_denied")
+        raise PermissionDenied(
+            f"This API key does not have the {needed} permission.", code="permission_denied"
+        )

@@ -34,7 +34,9 @@ class ProxyRequest:
         except UnicodeDecodeError as error:
             raise InvalidRequest("The request body is not valid UTF-8.", code="invalid_json") from error
         except ValueError as error:
-            raise InvalidRequest(f"The request body is not valid JSON: {error}", code="invalid_json") from error
+            raise InvalidRequest(
+                f"The request body is not valid JSON: {error}", code="invalid_json"
+            ) from error
 
 
 @dataclass(slots=True)
@@ -45,7 +47,9 @@ class ProxyResponse:
 
     @classmethod
     def json(cls, payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> "ProxyResponse":
-        return cls(status=status, body=json.dumps(payload, separators=(",", ":")).encode(), headers=headers or {})
+        return cls(
+            status=status, body=json.dumps(payload, separators=(",", ":")).encode(), headers=headers or {}
+        )
 
 
 def decode_headers(raw_headers: list[tuple[bytes, bytes]]) -> dict[str, str]:

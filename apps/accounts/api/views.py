@@ -1,8 +1,10 @@
+from django.core.exceptions import ObjectDoesNotExist
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
+from rest_framework_simplejwt.exceptions import InvalidToken
 from rest_framework_simplejwt.serializers import TokenRefreshSerializer
 
 from apps.accounts import services
@@ -18,7 +20,9 @@ class LoginView(APIView):
     def post(self, request):
         serializer = LoginSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        session = services.session_login(**serializer.validated_data, client_ip=request.META.get("REMOTE_ADDR", ""))
+        session = services.session_login(
+            **serializer.validated_data, client_ip=request.META.get("REMOTE_ADDR", "")
+        )
         return Response(session)
 
 
@@ -30,7 +34,10 @@ class RefreshView(APIView):
     def post(self, request):
         # simplejwt rotates the refresh token and blacklists the old one (ROTATE_REFRESH_TOKENS).
         serializer = TokenRefreshSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
+        try:
+            serializer.is_valid(raise_exception=True)
+        except ObjectDoesNotExist as error:  # the token's user has been deleted
+            raise InvalidToken("The session's user no longer exists.") from error
         return Response(serializer.validated_data)
 
 

@@ -40,6 +40,14 @@ def error_body(error_type: str, code: str, message: str, fields: dict | None = N
 
 
 def management_exception_handler(exc: Exception, context: dict) -> Response:
+    response = _render(exc, context)
+    if response.status_code == 401:
+        # RFC 9110: every 401 names the scheme the client should use.
+        response.headers.setdefault("WWW-Authenticate", 'Bearer realm="management"')
+    return response
+
+
+def _render(exc: Exception, context: dict) -> Response:
     if isinstance(exc, GatewayError):
         return Response(
             error_body(exc.type, exc.code, exc.message, exc.fields), status=exc.status, headers=exc.headers
@@ -72,12 +80,12 @@ def _render_drf_exception(exc: drf.APIException) -> Response:
     headers = {}
     if isinstance(exc, drf.Throttled) and exc.wait is not None:
         headers["Retry-After"] = str(int(exc.wait))
-    if getattr(exc, "auth_header", None):
-        headers["WWW-Authenticate"] = exc.auth_header
 
     if isinstance(exc, drf.ValidationError):
         fields, message = _validation_fields(exc.detail)
-        return Response(error_body(error_type, code, message, fields), status=exc.status_code, headers=headers)
+        return Response(
+            error_body(error_type, code, message, fields), status=exc.status_code, headers=headers
+        )
 
     detail = exc.detail
     # An error raised with an explicit code (``AuthenticationFailed(msg, code="x")``) keeps it.
@@ -115,7 +123,11 @@ def _validation_fields(detail) -> tuple[dict[str, list[str]], str]:
             fields["non_field_errors"] = general
     else:
         first_field = next(iter(fields), None)
-        message = f"Invalid value for '{first_field}': {fields[first_field][0]}" if first_field else "Invalid input."
+        message = (
+            f"Invalid value for '{first_field}': {fields[first_field][0]}"
+            if first_field
+            else "Invalid input."
+        )
     return fields, message
 
 

@@ -3,7 +3,8 @@ from rest_framework import mixins, status
 from rest_framework.response import Response
 
 from apps.core.api.tenancy import OrganizationScopedViewSet
-from apps.keys import selectors, services
+from apps.keys import services
+from apps.keys.models import ApiKey
 
 from .serializers import ApiKeyCreatedSerializer, ApiKeyCreateSerializer, ApiKeySerializer
 
@@ -11,10 +12,8 @@ from .serializers import ApiKeyCreatedSerializer, ApiKeyCreateSerializer, ApiKey
 class ApiKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OrganizationScopedViewSet):
     """API keys of the caller's organization. Members may list them; admins create and revoke."""
 
+    queryset = ApiKey.objects.all()
     serializer_class = ApiKeySerializer
-
-    def get_base_queryset(self):
-        return selectors.api_keys_listed()
 
     @extend_schema(request=ApiKeyCreateSerializer, responses={201: ApiKeyCreatedSerializer})
     def create(self, request):

@@ -1,0 +1,45 @@
+# Two commands do all the set-up on a fresh machine: `make run` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+export HOST PORT
+
+.PHONY: install run test lint format migrate admin worker clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+migrate: install
+	$(BIN)/python manage.py migrate --noinput
+
+admin: migrate
+	$(BIN)/python manage.py bootstrap_admin
+
+# Migrates, creates the first admin when there is none, and serves the gateway with Daphne on
+# $(HOST):$(PORT), with a Celery worker and beat beside it. Ctrl-C stops both.
+run: admin
+	$(BIN)/python manage.py collectstatic --noinput -v0
+	scripts/run.sh
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+test: lint
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Serves the gateway: a Celery worker (with beat) in the background, Daphne in the foreground.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=.venv/bin
+DATA_DIR=${GATEWAY_DATA_DIR:-.gateway}
+mkdir -p "$DATA_DIR"
+
+"$BIN/celery" -A gateway_project worker -B \
+    --schedule "$DATA_DIR/celerybeat-schedule" \
+    --concurrency "${CELERY_CONCURRENCY:-2}" --loglevel "${CELERY_LOG_LEVEL:-WARNING}" &
+worker=$!
+trap 'kill -TERM "$worker" 2>/dev/null || true; wait "$worker" 2>/dev/null || true' EXIT INT TERM
+
+echo "Gateway on http://${HOST:-127.0.0.1}:${PORT:-8000}/ (admin console at /admin/, API docs at /api/v1/docs)"
+"$BIN/daphne" -b "${HOST:-127.0.0.1}" -p "${PORT:-8000}" --proxy-headers gateway_project.asgi:application

@@ -1,0 +1,93 @@
+import pytest
+from rest_framework.test import APIClient
+
+from tests.factories import PASSWORD, MembershipFactory, TeamFactory, create_api_key
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_database_pools(django_db_setup, django_db_blocker):
+    """Connections the async code borrowed from psycopg's pool stay open in it; close the pool
+    before pytest-django drops the test database."""
+    yield
+    from django.db import connections
+
+    with django_db_blocker.unblock():
+        for connection in connections.all():
+            if getattr(connection, "pool", None) is not None:
+                connection.close_pool()
+
+
+@pytest.fixture(autouse=True)
+def _clear_process_state():
+    """Caches that live in the process (login failure counters, the proxy's key cache) must not
+    carry one test's state into the next."""
+    from django.core.cache import cache
+
+    from apps.proxy.auth import key_cache
+
+    cache.clear()
+    key_cache.clear()
+    yield
+    key_cache.clear()
+
+
+@pytest.fixture
+def api_client() -> APIClient:
+    return APIClient()
+
+
+def login(client: APIClient, email: str, password: str = PASSWORD) -> dict:
+    response = client.post("/api/v1/auth/login", {"email": email, "password": password}, format="json")
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+@pytest.fixture
+def owner(db):
+    """The owner of the organization under test."""
+    return MembershipFactory(role="owner")
+
+
+@pytest.fixture
+def organization(owner):
+    return owner.organization
+
+
+@pytest.fixture
+def outsider(db):
+    """The owner of another organization, whose objects the tests must never see."""
+    return MembershipFactory(role="owner")
+
+
+@pytest.fixture
+def session_client(owner) -> APIClient:
+    """An API client signed in as the owner of ``organization``."""
+    client = APIClient()
+    tokens = login(client, owner.user.email)
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {tokens['access']}")
+    return client
+
+
+@pytest.fixture
+def client_for(db):
+    """A signed-in API client for a new member of ``organization`` with the given role."""
+
+    def make(organization, role: str) -> APIClient:
+        membership = MembershipFactory(organization=organization, role=role)
+        client = APIClient()
+        tokens = login(client, membership.user.email)
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {tokens['access']}")
+        return client
+
+    return make
+
+
+@pytest.fixture
+def team(organization):
+    return TeamFactory(organization=organization)
+
+
+@pytest.fixture
+def api_key(organization):
+    """(ApiKey, secret) of ``organization`` with the default permission."""
+    return create_api_key(organization)

@@ -1,0 +1,149 @@
+"""API-key authentication and the response headers on /v1/, through the gateway's ASGI app."""
+
+import uuid
+from datetime import timedelta
+
+import pytest
+import time_machine
+from channels.db import database_sync_to_async as sync_to_async
+from django.utils import timezone
+
+from apps.keys import services as key_services
+from tests.conftest import login
+from tests.factories import create_api_key
+from tests.proxy.conftest import bearer
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+create_key = sync_to_async(create_api_key)
+revoke_key = sync_to_async(key_services.api_key_revoke)
+
+
+def assert_openai_error(response, status: int, code: str, error_type: str) -> None:
+    assert response.status_code == status
+    assert response.headers["content-type"] == "application/json"
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert error["code"] == code
+    assert error["type"] == error_type
+    assert error["message"]
+
+
+async def test_a_valid_key_lists_models_in_openai_shape(proxy, organization):
+    _, secret = await create_key(organization)
+    response = await proxy.get("/v1/models", headers=bearer(secret))
+    assert response.status_code == 200
+    assert response.json() == {"object": "list", "data": []}
+
+
+async def test_every_response_carries_the_gateway_headers(proxy, organization):
+    _, secret = await create_key(organization)
+    ok = await proxy.get("/v1/models", headers=bearer(secret))
+    refused = await proxy.get("/v1/models")
+    for response in (ok, refused):
+        request_id = response.headers["x-gateway-request-id"]
+        assert uuid.UUID(request_id)
+        assert response.headers["x-request-id"] == request_id
+        assert float(response.headers["x-gateway-latency-ms"]) >= 0
+        assert float(response.headers["x-gateway-overhead-ms"]) >= 0
+        assert response.headers["x-gateway-cache"] == "bypass"
+        assert response.headers["x-gateway-cost-usd"] == "0"
+    assert ok.headers["x-gateway-request-id"] != refused.headers["x-gateway-request-id"]
+
+
+async def test_the_brand_word_in_headers_is_a_setting(proxy, organization, settings):
+    from apps.proxy.app import proxy_app  # it builds header names once; make it build them again
+
+    settings.GATEWAY_BRAND = "acme"
+    proxy_app._headers = None
+    try:
+        _, secret = await create_key(organization)
+        response = await proxy.get("/v1/models", headers=bearer(secret))
+        assert "x-acme-request-id" in response.headers
+        assert "x-gateway-request-id" not in response.headers
+    finally:
+        settings.GATEWAY_BRAND = "gateway"
+        proxy_app._headers = None
+
+
+async def test_it_rejects_a_request_without_an_authorization_header(proxy, db):
+    response = await proxy.get("/v1/models")
+    assert_openai_error(response, 401, "missing_api_key", "authentication_error")
+    assert response.headers["x-should-retry"] == "false"
+
+
+@pytest.mark.parametrize("header", ["Basic dXNlcjpwYXNz", "Bearer", "Bearer two parts", "sk_live_abc"])
+async def test_it_rejects_a_garbled_authorization_header(proxy, db, header):
+    response = await proxy.get("/v1/models", headers={"Authorization": header})
+    assert_openai_error(response, 401, "invalid_authorization_header", "authentication_error")
+
+
+async def test_it_rejects_an_unknown_key(proxy, db):
+    response = await proxy.get("/v1/models", headers=bearer("sk_live_" + "x" * 43))
+    assert_openai_error(response, 401, "invalid_api_key", "authentication_error")
+
+
+async def test_it_rejects_a_session_token_with_a_clear_message(proxy, owner, api_client):
+    access = (await sync_to_async(login)(api_client, owner.user.email))["access"]
+    response = await proxy.get("/v1/models", headers=bearer(access))
+    assert_openai_error(response, 401, "session_token_not_accepted", "authentication_error")
+    assert "management API" in response.json()["error"]["message"]
+
+
+async def test_it_rejects_a_revoked_key_on_the_next_request(proxy, organization):
+    api_key, secret = await create_key(organization)
+    assert (await proxy.get("/v1/models", headers=bearer(secret))).status_code == 200  # now cached
+    await revoke_key(api_key=api_key)
+    response = await proxy.get("/v1/models", headers=bearer(secret))
+    assert_openai_error(response, 401, "invalid_api_key", "authentication_error")
+
+
+async def test_it_rejects_an_expired_key_even_while_cached(proxy, organization):
+    _, secret = await create_key(organization, expires_at=timezone.now() + timedelta(hours=1))
+    assert (await proxy.get("/v1/models", headers=bearer(secret))).status_code == 200
+    with time_machine.travel(timezone.now() + timedelta(hours=1, seconds=1)):
+        response = await proxy.get("/v1/models", headers=bearer(secret))
+    assert_openai_error(response, 401, "api_key_expired", "authentication_error")
+
+
+@pytest.mark.parametrize(
+    ("permissions", "status"),
+    [(["proxy:llm"], 200), (["proxy:models"], 200), (["proxy:chat"], 403), (["proxy:embeddings"], 403)],
+)
+async def test_listing_models_needs_the_llm_or_models_permission(proxy, organization, permissions, status):
+    _, secret = await create_key(organization, permissions=permissions)
+    response = await proxy.get("/v1/models", headers=bearer(secret))
+    assert response.status_code == status
+    if status == 403:
+        assert_openai_error(response, 403, "permission_denied", "permission_error")
+
+
+async def test_an_unknown_proxy_path_is_a_404_in_openai_shape(proxy, db):
+    response = await proxy.get("/v1/nothing-here")
+    assert_openai_error(response, 404, "unknown_url", "not_found_error")
+
+
+async def test_a_wrong_method_is_a_405_in_openai_shape(proxy, organization):
+    _, secret = await create_key(organization)
+    response = await proxy.delete("/v1/models", headers=bearer(secret))
+    assert_openai_error(response, 405, "method_not_allowed", "invalid_request_error")
+    assert response.headers["allow"] == "GET"
+
+
+async def test_a_body_over_the_limit_is_a_413(proxy, organization, settings):
+    settings.GATEWAY_MAX_BODY_BYTES = 1024
+    _, secret = await create_key(organization)
+    response = await proxy.request("GET", "/v1/models", headers=bearer(secret), content=b"x" * 2048)
+    assert_openai_error(response, 413, "request_too_large", "invalid_request_error")
+
+
+async def test_last_used_at_is_recorded_off_the_request(proxy, organization):
+    from apps.proxy.key_usage import key_usage
+
+    api_key, secret = await create_key(organization)
+    await proxy.get("/v1/models", headers=bearer(secret))
+    await sync_to_async(api_key.refresh_from_db)()
+    assert api_key.last_used_at is None  # the request did not write it
+    await key_usage.flush()
+    await sync_to_async(api_key.refresh_from_db)()
+    assert api_key.last_used_at is not None

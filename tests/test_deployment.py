@@ -1,0 +1,126 @@
+"""How the gateway starts: production settings, the embedded default, and its Celery worker."""
+
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV_TO_DROP = (
+    "DATABASE_URL",
+    "REDIS_URL",
+    "CELERY_BROKER_URL",
+    "SECRET_KEY",
+    "DJANGO_SETTINGS_MODULE",
+    "DEBUG",
+)
+
+
+def clean_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ENV_TO_DROP and not k.startswith("GATEWAY_")}
+    env.update(GATEWAY_DATA_DIR=str(data_dir), DJANGO_SETTINGS_MODULE="gateway_project.settings", **extra)
+    return env
+
+
+def manage(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_the_deploy_check_passes_with_production_settings(tmp_path):
+    env = clean_env(
+        tmp_path,
+        SECRET_KEY="x" * 20 + "production-secret-that-is-long-and-random-9f8e7d",
+        ALLOWED_HOSTS="gateway.example.com",
+        GATEWAY_HTTPS="true",
+        DATABASE_URL="postgres://gateway@db.internal:5432/gateway",
+        REDIS_URL="redis://cache.internal:6379/0",
+    )
+    result = manage("check", "--deploy", "--fail-level", "WARNING", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_a_bad_setting_fails_loudly_at_start_up(tmp_path):
+    result = manage("check", env=clean_env(tmp_path, GATEWAY_DEFAULT_LOG_BODIES="everything"))
+    assert result.returncode != 0
+    assert "GATEWAY_DEFAULT_LOG_BODIES must be one of" in result.stderr
+
+
+def test_the_embedded_default_needs_no_configuration(tmp_path):
+    env = clean_env(tmp_path)
+    probe = (
+        "from django.conf import settings; from django.db import connection;"
+        "cursor = connection.cursor(); cursor.execute('PRAGMA journal_mode');"
+        "print(settings.DATABASES['default']['ENGINE'], cursor.fetchone()[0],"
+        " settings.CACHES['default']['BACKEND'], settings.CELERY_BROKER_URL)"
+    )
+    result = manage("shell", "-v", "0", "-c", probe, env=env)
+    assert result.returncode == 0, result.stderr
+    engine, journal, cache, broker = result.stdout.split()
+    assert engine == "django.db.backends.sqlite3"
+    assert journal == "wal"
+    assert cache.endswith("LocMemCache")
+    assert broker == "filesystem://"
+    # The generated secret is kept, private, for the next start.
+    secret_file = tmp_path / "secret_key"
+    assert secret_file.stat().st_mode & 0o077 == 0
+    assert len(secret_file.read_text()) >= 32
+
+
+def test_the_embedded_worker_runs_tasks_enqueued_by_another_process(tmp_path):
+    env = clean_env(tmp_path)
+    assert manage("migrate", "--noinput", env=env).returncode == 0
+    enqueue = (
+        "from datetime import timedelta; from django.utils import timezone;"
+        "from rest_framework_simplejwt.token_blacklist.models import OutstandingToken;"
+        "from apps.accounts.models import User; from apps.accounts.tasks import flush_expired_session_tokens;"
+        "user = User.objects.create_user('worker@example.com', 'a-long-password');"
+        "OutstandingToken.objects.create(user=user, jti='expired', token='t',"
+        " expires_at=timezone.now() - timedelta(days=1));"
+        "flush_expired_session_tokens.delay()"
+    )
+    result = manage("shell", "-c", enqueue, env=env)
+    assert result.returncode == 0, result.stderr
+    database = tmp_path / "gateway.sqlite3"
+    assert outstanding_tokens(database) == 1  # enqueued, not run inline
+
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "gateway_project",
+            "worker",
+            "--pool",
+            "solo",
+            "--loglevel",
+            "INFO",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while outstanding_tokens(database) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert outstanding_tokens(database) == 0
+    finally:
+        worker.terminate()
+        worker.wait(timeout=20)
+
+
+def outstanding_tokens(database: Path) -> int:
+    with sqlite3.connect(database) as connection:
+        return connection.execute("SELECT count(*) FROM token_blacklist_outstandingtoken").fetchone()[0]

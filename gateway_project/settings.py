@@ -193,6 +193,12 @@ GATEWAY_DEFAULT_LOG_BODIES = env_choice(
     "GATEWAY_DEFAULT_LOG_BODIES", choices=("full", "redacted", "metadata"), default="redacted"
 )
 
+# Fernet keys for secrets at rest, newest first (apps/core/crypto.py).
+GATEWAY_ENCRYPTION_KEYS = env.list("GATEWAY_ENCRYPTION_KEYS", default=[])
+# Self-hosted models on a private network (and the tests) need private upstream addresses;
+# link-local and cloud metadata addresses are refused whatever this says.
+GATEWAY_ALLOW_PRIVATE_UPSTREAMS = env.bool("GATEWAY_ALLOW_PRIVATE_UPSTREAMS", default=False)
+
 # --- Security -------------------------------------------------------------------------------
 # Behind TLS (directly or at a balancer that sets X-Forwarded-Proto) set GATEWAY_HTTPS=true.
 GATEWAY_HTTPS = env.bool("GATEWAY_HTTPS", default=False)

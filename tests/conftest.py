@@ -1,4 +1,5 @@
 import pytest
+from django.conf import settings
 from rest_framework.test import APIClient
 
 from tests.factories import PASSWORD, MembershipFactory, TeamFactory, create_api_key
@@ -25,10 +26,30 @@ def _clear_process_state():
 
     from apps.proxy.auth import key_cache
 
-    cache.clear()
+    clear_cache(cache)
     key_cache.clear()
     yield
     key_cache.clear()
+
+
+def clear_cache(cache) -> None:
+    # django-redis's clear() is FLUSHDB: it would wipe everything else on a shared Redis.
+    if hasattr(cache, "delete_pattern"):
+        cache.delete_pattern("*")
+    else:
+        cache.clear()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _remove_this_runs_redis_keys():
+    """Everything this run wrote to Redis carries its own prefix (test_settings); remove it."""
+    yield
+    from apps.core.redis import sync_client
+
+    client = sync_client()
+    if client is not None:
+        for key in client.scan_iter(match=f"{settings.REDIS_KEY_PREFIX}:*", count=1000):
+            client.delete(key)
 
 
 @pytest.fixture

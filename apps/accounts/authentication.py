@@ -26,15 +26,22 @@ class SessionContext:
 class SessionTokenAuthentication(JWTAuthentication):
     www_authenticate_realm = "management"
 
+    def get_raw_token(self, header: bytes) -> bytes:
+        parts = header.split()
+        if (
+            len(parts) != 2
+            or parts[0].decode(errors="replace") not in settings.SIMPLE_JWT["AUTH_HEADER_TYPES"]
+        ):
+            raise exceptions.AuthenticationFailed(
+                "The Authorization header must be 'Bearer <access token>'.", code="malformed_authorization"
+            )
+        return parts[1]
+
     def authenticate(self, request):
         header = self.get_header(request)
         if header is None:
             return None
         raw_token = self.get_raw_token(header)
-        if raw_token is None:
-            raise exceptions.AuthenticationFailed(
-                "The Authorization header must be 'Bearer <access token>'.", code="malformed_authorization"
-            )
         if raw_token.startswith(b"sk_") or raw_token.startswith(settings.GATEWAY_API_KEY_PREFIX.encode()):
             raise exceptions.AuthenticationFailed(
                 "API keys authenticate the proxy (/v1/) only. Sign in with POST /api/v1/auth/login and "

@@ -1,5 +1,7 @@
 import secrets
 
+from django.db import IntegrityError, transaction
+from django.utils import timezone
 from django.utils.text import slugify
 
 from apps.core.errors import Conflict
@@ -12,9 +14,16 @@ def team_create(*, organization: Organization, name: str, slug: str = "", allowe
     slug = slug or slugify(name)[:80] or f"team-{secrets.token_hex(3)}"
     if Team.objects.filter(organization=organization, slug=slug).exists():
         raise Conflict(f"A team with the slug '{slug}' exists already.", code="team_slug_taken")
-    return Team.objects.create(
-        organization=organization, name=name, slug=slug, allowed_data_regions=list(allowed_data_regions)
-    )
+    try:
+        with transaction.atomic():
+            return Team.objects.create(
+                organization=organization,
+                name=name,
+                slug=slug,
+                allowed_data_regions=list(allowed_data_regions),
+            )
+    except IntegrityError as error:  # a concurrent request took the slug between the check and the insert
+        raise Conflict(f"A team with the slug '{slug}' exists already.", code="team_slug_taken") from error
 
 
 def team_update(*, team: Team, **changes) -> Team:
@@ -24,12 +33,19 @@ def team_update(*, team: Team, **changes) -> Team:
             raise Conflict(f"A team with the slug '{new_slug}' exists already.", code="team_slug_taken")
     for field, value in changes.items():
         setattr(team, field, value)
-    team.save(update_fields=[*changes, "updated_at"])
+    try:
+        with transaction.atomic():
+            team.save(update_fields=[*changes, "updated_at"])
+    except IntegrityError as error:
+        raise Conflict(
+            f"A team with the slug '{new_slug}' exists already.", code="team_slug_taken"
+        ) from error
     return team
 
 
 def team_delete(*, team: Team) -> None:
-    if team.api_keys.filter(is_active=True).exists():
+    usable = team.api_keys.filter(is_active=True).exclude(expires_at__lte=timezone.now())
+    if usable.exists():
         raise Conflict(
             "This team still has active API keys bound to it; revoke them first.", code="team_has_active_keys"
         )

@@ -21,7 +21,8 @@ def test_the_admin_console_creates_a_key_and_shows_the_secret_once(admin_browser
         {"organization": organization.id, "name": "from the console", "permissions": ["proxy:chat"]},
     )
     assert response.status_code == 200
-    secret = re.search(r'data-testid="api-key-secret">(sk_live_[\w-]{43})<', response.content.decode()).group(1)
+    page = response.content.decode()
+    secret = re.search(r'data-testid="api-key-secret">(sk_live_[\w-]{43})<', page).group(1)
     api_key = ApiKey.objects.get(name="from the console")
     assert api_key.key_digest == hashlib.sha256(secret.encode()).hexdigest()
     assert api_key.permissions == ["proxy:chat"]

@@ -88,13 +88,15 @@ def _render_drf_exception(exc: drf.APIException) -> Response:
         )
 
     detail = exc.detail
+    if isinstance(detail, dict):  # simplejwt's shape: {"detail": ..., "code": ...}
+        message, explicit_code = str(detail.get("detail", exc.default_detail)), detail.get("code")
+    elif isinstance(detail, list):
+        message, explicit_code = " ".join(str(item) for item in detail), None
+    else:
+        message, explicit_code = str(detail), getattr(detail, "code", None)
     # An error raised with an explicit code (``AuthenticationFailed(msg, code="x")``) keeps it.
-    explicit_code = getattr(detail, "code", None)
     if explicit_code and explicit_code != exc.default_code:
-        code = explicit_code
-    message = str(detail) if not isinstance(detail, dict | list) else str(exc.default_detail)
-    if isinstance(detail, dict) and "detail" in detail:
-        message = str(detail["detail"])
+        code = str(explicit_code)
     return Response(error_body(error_type, code, message), status=exc.status_code, headers=headers)
 
 
@@ -105,7 +107,12 @@ def _validation_fields(detail) -> tuple[dict[str, list[str]], str]:
     def walk(value, path: str) -> None:
         if isinstance(value, dict):
             for key, inner in value.items():
-                walk(inner, f"{path}.{key}" if path else str(key))
+                if key == "non_field_errors" and path:  # a nested object's own error is its field's
+                    walk(inner, path)
+                elif isinstance(key, int):  # DRF keys list items by index
+                    walk(inner, f"{path}[{key}]")
+                else:
+                    walk(inner, f"{path}.{key}" if path else str(key))
         elif isinstance(value, list) and value and not all(isinstance(v, str) for v in value):
             for index, inner in enumerate(value):
                 walk(inner, f"{path}[{index}]" if path else str(index))

@@ -16,3 +16,14 @@ class DataRegionsField(serializers.ListField):
 
     def to_internal_value(self, data):
         return sorted(set(super().to_internal_value(data)))
+
+
+class StrictCharField(serializers.CharField):
+    """A string field that refuses numbers and booleans instead of quietly turning them into text."""
+
+    default_error_messages = {"not_a_string": "Must be a string."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("not_a_string")
+        return super().to_internal_value(data)

@@ -1,6 +1,7 @@
 from django.utils import timezone
 from rest_framework import serializers
 
+from apps.core.api.fields import StrictCharField
 from apps.core.api.tenancy import OrganizationScopedRelatedField
 from apps.keys.models import ApiKey, KeyStatus, Permission
 from apps.teams.models import Team
@@ -28,7 +29,7 @@ class ApiKeySerializer(serializers.ModelSerializer):
 
 
 class ApiKeyCreateSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=200)
+    name = StrictCharField(max_length=200)
     permissions = serializers.ListField(
         child=serializers.ChoiceField(choices=Permission.values),
         allow_empty=False,

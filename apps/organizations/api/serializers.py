@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from apps.core.api.fields import DataRegionsField
+from apps.core.api.fields import DataRegionsField, StrictCharField
 from apps.organizations.models import LogBodies, Organization
 
 
@@ -11,6 +11,7 @@ class OrganizationSettingsSerializer(serializers.Serializer):
 
 
 class OrganizationSerializer(serializers.ModelSerializer):
+    name = StrictCharField(max_length=200, required=False)
     settings = OrganizationSettingsSerializer(source="*", required=False)
     role = serializers.SerializerMethodField()
 
@@ -18,7 +19,6 @@ class OrganizationSerializer(serializers.ModelSerializer):
         model = Organization
         fields = ("id", "name", "slug", "plan", "role", "settings", "created_at", "updated_at")
         read_only_fields = ("id", "slug", "plan", "role", "created_at", "updated_at")
-        extra_kwargs = {"name": {"max_length": 200, "allow_blank": False}}
 
     def get_role(self, organization) -> str:
         return self.context["request"].auth.membership.role

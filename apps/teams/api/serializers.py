@@ -1,10 +1,11 @@
 from rest_framework import serializers
 
-from apps.core.api.fields import DataRegionsField
+from apps.core.api.fields import DataRegionsField, StrictCharField
 from apps.teams.models import Team
 
 
 class TeamSerializer(serializers.ModelSerializer):
+    name = StrictCharField(max_length=200)
     slug = serializers.SlugField(max_length=80, required=False)
     allowed_data_regions = DataRegionsField(required=False)
 
@@ -12,4 +13,3 @@ class TeamSerializer(serializers.ModelSerializer):
         model = Team
         fields = ("id", "name", "slug", "allowed_data_regions", "created_at", "updated_at")
         read_only_fields = ("id", "created_at", "updated_at")
-        extra_kwargs = {"name": {"max_length": 200}}

@@ -36,6 +36,8 @@ INSTALLED_APPS = [
     "apps.organizations",
     "apps.teams",
     "apps.keys",
+    "apps.providers",
+    "apps.catalog",
     "apps.proxy",
 ]
 

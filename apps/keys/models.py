@@ -32,6 +32,8 @@ class ApiKey(UUIDModel):
     key_prefix = models.CharField(max_length=16, db_index=True)
     key_digest = models.CharField(max_length=64, unique=True, editable=False)
     permissions = models.JSONField(default=list)
+    # Empty means the team's (or organization's) regions apply; otherwise only these, within them.
+    allowed_data_regions = models.JSONField(default=list, blank=True)
     is_active = models.BooleanField(default=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)

@@ -12,6 +12,7 @@ def api_key_by_digest(digest: str) -> ApiKey | None:
             "key_prefix",
             "key_digest",
             "permissions",
+            "allowed_data_regions",
             "is_active",
             "expires_at",
         )

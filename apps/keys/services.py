@@ -26,6 +26,7 @@ def api_key_create(
     permissions: Iterable[str] = (Permission.LLM,),
     team: Team | None = None,
     expires_at: datetime | None = None,
+    allowed_data_regions: Iterable[str] = (),
     created_by: User | None = None,
 ) -> tuple[ApiKey, str]:
     """Creates a key and returns it with its secret, the only time the secret exists in clear."""
@@ -35,6 +36,7 @@ def api_key_create(
         name=name,
         permissions=sorted(set(permissions)),
         expires_at=expires_at,
+        allowed_data_regions=sorted(set(allowed_data_regions)),
         created_by=created_by,
     )
     secret = api_key_issue_secret(api_key=api_key)

@@ -4,6 +4,7 @@ from django.db import transaction
 from django.utils.text import slugify
 
 from apps.accounts.models import User
+from apps.core.generations import bump_generation
 
 from .models import Membership, Organization, Role
 
@@ -27,6 +28,7 @@ def organization_update(*, organization: Organization, **changes) -> Organizatio
     for field, value in changes.items():
         setattr(organization, field, value)
     organization.save(update_fields=[*changes, "updated_at"])
+    bump_generation(organization.id)  # allowed regions shape routing
     return organization
 
 

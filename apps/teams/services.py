@@ -5,6 +5,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from apps.core.errors import Conflict
+from apps.core.generations import bump_generation
 from apps.organizations.models import Organization
 
 from .models import Team
@@ -16,12 +17,14 @@ def team_create(*, organization: Organization, name: str, slug: str = "", allowe
         raise Conflict(f"A team with the slug '{slug}' exists already.", code="team_slug_taken")
     try:
         with transaction.atomic():
-            return Team.objects.create(
+            team = Team.objects.create(
                 organization=organization,
                 name=name,
                 slug=slug,
                 allowed_data_regions=list(allowed_data_regions),
             )
+            bump_generation(organization.id)  # the proxy resolves teams from memory
+            return team
     except IntegrityError as error:  # a concurrent request took the slug between the check and the insert
         raise Conflict(f"A team with the slug '{slug}' exists already.", code="team_slug_taken") from error
 
@@ -36,6 +39,7 @@ def team_update(*, team: Team, **changes) -> Team:
     try:
         with transaction.atomic():
             team.save(update_fields=[*changes, "updated_at"])
+            bump_generation(team.organization_id)
     except IntegrityError as error:
         raise Conflict(
             f"A team with the slug '{new_slug}' exists already.", code="team_slug_taken"
@@ -49,4 +53,6 @@ def team_delete(*, team: Team) -> None:
         raise Conflict(
             "This team still has active API keys bound to it; revoke them first.", code="team_has_active_keys"
         )
+    organization_id = team.organization_id
     team.delete()
+    bump_generation(organization_id)

@@ -22,6 +22,7 @@ LISTED_FIELDS = {
     "key_prefix",
     "permissions",
     "team_id",
+    "allowed_data_regions",
     "is_active",
     "status",
     "expires_at",

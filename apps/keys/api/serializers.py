@@ -1,7 +1,7 @@
 from django.utils import timezone
 from rest_framework import serializers
 
-from apps.core.api.fields import StrictCharField
+from apps.core.api.fields import DataRegionsField, StrictCharField
 from apps.core.api.tenancy import OrganizationScopedRelatedField
 from apps.keys.models import ApiKey, KeyStatus, Permission
 from apps.teams.models import Team
@@ -19,6 +19,7 @@ class ApiKeySerializer(serializers.ModelSerializer):
             "key_prefix",
             "permissions",
             "team_id",
+            "allowed_data_regions",
             "is_active",
             "status",
             "expires_at",
@@ -39,6 +40,7 @@ class ApiKeyCreateSerializer(serializers.Serializer):
         queryset=Team.objects.all(), source="team", required=False, allow_null=True
     )
     expires_at = serializers.DateTimeField(required=False, allow_null=True)
+    allowed_data_regions = DataRegionsField(required=False)
 
     def validate_expires_at(self, value):
         if value is not None and value <= timezone.now():

@@ -1,0 +1,95 @@
+from rest_framework import serializers
+
+from apps.catalog.models import Deployment, ModelAlias, ModelPrice
+from apps.core.api.fields import StrictCharField
+from apps.providers.models import Provider
+
+ALIAS_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@\-]{0,199}$"
+
+
+class DeploymentSerializer(serializers.ModelSerializer):
+    provider = serializers.ChoiceField(choices=Provider.choices)
+    upstream_model = StrictCharField(max_length=200)
+    priority = serializers.IntegerField(min_value=0, max_value=1000, required=False)
+
+    class Meta:
+        model = Deployment
+        fields = ("id", "provider", "upstream_model", "priority")
+        read_only_fields = ("id",)
+
+
+class ModelAliasSerializer(serializers.ModelSerializer):
+    alias = serializers.RegexField(
+        ALIAS_PATTERN,
+        error_messages={"invalid": "Letters, digits and . _ : @ - only; a '/' means provider/model."},
+    )
+    description = StrictCharField(max_length=500, required=False, allow_blank=True)
+    deployments = DeploymentSerializer(many=True)
+    fallbacks = serializers.ListField(
+        child=serializers.RegexField(ALIAS_PATTERN), required=False, max_length=10
+    )
+
+    class Meta:
+        model = ModelAlias
+        fields = (
+            "id",
+            "alias",
+            "description",
+            "deployments",
+            "fallbacks",
+            "is_active",
+            "created_at",
+            "updated_at",
+        )
+        read_only_fields = ("id", "created_at", "updated_at")
+
+    def validate_deployments(self, value):
+        if not value:
+            raise serializers.ValidationError("An alias needs at least one deployment.")
+        return value
+
+    def validate(self, attrs):
+        alias = attrs.get("alias") or getattr(self.instance, "alias", None)
+        fallbacks = attrs.get("fallbacks")
+        if fallbacks:
+            if alias in fallbacks:
+                raise serializers.ValidationError({"fallbacks": ["An alias cannot fall back to itself."]})
+            known = set(
+                ModelAlias.objects.filter(
+                    organization=self.context["organization"], alias__in=fallbacks
+                ).values_list("alias", flat=True)
+            )
+            missing = [name for name in fallbacks if name not in known]
+            if missing:
+                raise serializers.ValidationError(
+                    {"fallbacks": [f"No such model alias: {', '.join(missing)}."]}
+                )
+        return attrs
+
+
+class ModelPriceSerializer(serializers.ModelSerializer):
+    provider = serializers.ChoiceField(choices=Provider.choices)
+    model = StrictCharField(max_length=200)
+    input_per_mtok = serializers.DecimalField(max_digits=14, decimal_places=6, min_value=0)
+    output_per_mtok = serializers.DecimalField(max_digits=14, decimal_places=6, min_value=0)
+    cached_input_per_mtok = serializers.DecimalField(
+        max_digits=14, decimal_places=6, min_value=0, required=False, allow_null=True
+    )
+    reasoning_per_mtok = serializers.DecimalField(
+        max_digits=14, decimal_places=6, min_value=0, required=False, allow_null=True
+    )
+
+    class Meta:
+        model = ModelPrice
+        fields = (
+            "id",
+            "provider",
+            "model",
+            "input_per_mtok",
+            "cached_input_per_mtok",
+            "output_per_mtok",
+            "reasoning_per_mtok",
+            "effective_from",
+            "created_at",
+        )
+        read_only_fields = ("id", "created_at")

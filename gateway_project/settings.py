@@ -248,3 +248,16 @@ LOGGING = {
         "django.request": {"level": "ERROR"},
     },
 }
+
+# --- Routing and upstreams (apps/proxy/routing.py, apps/proxy/forwarding.py) ----------------
+GATEWAY_MAX_ATTEMPTS = env.int("GATEWAY_MAX_ATTEMPTS", default=3)
+# From the request's arrival until an upstream answers (or, for a stream, sends its first chunk).
+GATEWAY_REQUEST_DEADLINE_SECONDS = env.float("GATEWAY_REQUEST_DEADLINE_SECONDS", default=60.0)
+GATEWAY_CONNECT_TIMEOUT_SECONDS = env.float("GATEWAY_CONNECT_TIMEOUT_SECONDS", default=10.0)
+# A stream that has started is ended with an error event after this long without a byte.
+GATEWAY_STREAM_IDLE_SECONDS = env.float("GATEWAY_STREAM_IDLE_SECONDS", default=120.0)
+GATEWAY_BREAKER_FAILURES = env.int("GATEWAY_BREAKER_FAILURES", default=3)
+GATEWAY_BREAKER_COOLDOWN_SECONDS = env.float("GATEWAY_BREAKER_COOLDOWN_SECONDS", default=30.0)
+GATEWAY_UPSTREAM_MAX_CONNECTIONS = env.int("GATEWAY_UPSTREAM_MAX_CONNECTIONS", default=1000)
+if GATEWAY_MAX_ATTEMPTS < 1 or GATEWAY_REQUEST_DEADLINE_SECONDS <= 0:
+    raise ImproperlyConfigured("GATEWAY_MAX_ATTEMPTS must be >= 1 and GATEWAY_REQUEST_DEADLINE_SECONDS > 0")

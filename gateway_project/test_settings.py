@@ -29,3 +29,6 @@ CELERY_TASK_EAGER_PROPAGATES = True
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so a Daphne subprocess started by a test sees the same database.
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / f"test-{os.getpid()}.sqlite3")}
+
+# The tests' upstreams are real servers on loopback.
+GATEWAY_ALLOW_PRIVATE_UPSTREAMS = True

@@ -40,6 +40,7 @@ def subprocess_env(data_dir: Path, **extra: str) -> dict[str, str]:
         "GATEWAY_DATA_DIR": str(data_dir),
         "GATEWAY_LOGIN_FAILURE_LIMIT": "1000",
         "DATABASE_POOL": "false",
+        "GATEWAY_ALLOW_PRIVATE_UPSTREAMS": "true",  # the tests' upstreams are on loopback
     }
     if settings.REDIS_URL:
         env["REDIS_URL"] = settings.REDIS_URL

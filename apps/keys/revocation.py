@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import redis
 
+from apps.core.generations import generation_key, local_generation
 from apps.core.redis import async_client, redis_key, sync_client
 
 logger = logging.getLogger(__name__)
@@ -46,15 +47,22 @@ def announce_revoked(key_id: str) -> None:
         client.set(_marker(key_id), b"1", ex=MARKER_SECONDS)
 
 
-async def is_revoked(key_id: str) -> bool:
+async def check(key_id: str, organization_id: str) -> tuple[bool, int | None]:
+    """Whether the key was revoked, and the organization's configuration generation
+    (``apps/core/generations.py``), in one round trip. Without Redis the generation is this
+    process's own; with Redis unreachable it is None (keep what is in memory)."""
     client = async_client()
     if client is None:
-        return False
+        return False, local_generation(organization_id)
     try:
-        return bool(await client.exists(_marker(key_id)))
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.exists(_marker(key_id))
+            pipe.get(generation_key(organization_id))
+            revoked, generation = await pipe.execute()
     except (redis.RedisError, OSError) as error:
         _warn_unreachable(error)
-        return False
+        return False, None
+    return bool(revoked), int(generation or 0)
 
 
 def _warn_unreachable(error: Exception) -> None:

@@ -2,29 +2,35 @@
 
 It skips Django's middleware and URL resolver (about 3.5 ms a request here, see
 docs/benchmarks.md) and runs a short pipeline of its own: read the request, authenticate the API
-key, check the route's permission, call the view, add the gateway headers. Errors of any kind
-leave in OpenAI's shape.
+key, check the route's permission, load the organization's configuration from memory, call the
+view (pipeline.py), send the answer with the gateway headers, then hand the request's record to
+the audit log. Errors of any kind leave in OpenAI's shape.
 """
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.utils import timezone
 
 from apps.core.brand import header
 from apps.core.errors import GatewayError, MethodNotAllowed, NotFound
 
 from . import views
 from .auth import authenticate, require_permission
+from .config import config_store
 from .errors import error_response_parts
-from .http import ProxyRequest, ProxyResponse, decode_headers, read_body
+from .http import ProxyRequest, ProxyResponse, ProxyStream, decode_headers, read_body
 from .key_usage import key_usage
+from .records import RequestRecord, emit
 
 logger = logging.getLogger(__name__)
 
-View = Callable[[ProxyRequest], Awaitable[ProxyResponse]]
+View = Callable[[ProxyRequest], Awaitable[ProxyResponse | ProxyStream]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +41,8 @@ class Route:
 
 ROUTES: dict[str, dict[str, Route]] = {
     "/v1/models": {"GET": Route(views.list_models, frozenset({"proxy:llm", "proxy:models"}))},
+    "/v1/chat/completions": {"POST": Route(views.chat_completions, frozenset({"proxy:llm", "proxy:chat"}))},
+    "/v1/embeddings": {"POST": Route(views.embeddings, frozenset({"proxy:llm", "proxy:embeddings"}))},
 }
 
 
@@ -45,8 +53,13 @@ class Headers:
         self.request_id = header("request-id")
         self.latency = header("latency-ms")
         self.overhead = header("overhead-ms")
+        self.ttft = header("ttft-ms")
         self.cache = header("cache")
         self.cost = header("cost-usd")
+        self.provider = header("provider")
+        self.model = header("model")
+        self.policy_action = header("policy-action")
+        self.policy_reason = header("policy-reason")
 
 
 class ProxyApp:
@@ -61,31 +74,44 @@ class ProxyApp:
 
     async def __call__(self, scope, receive, send) -> None:
         client = scope.get("client")
+        headers = decode_headers(scope["headers"])
         request = ProxyRequest(
             method=scope["method"],
             path=scope["path"].rstrip("/") or "/",
-            headers=decode_headers(scope["headers"]),
+            headers=headers,
             client_ip=client[0] if client else "",
+        )
+        record = request.record = RequestRecord(
+            request_id=request.request_id,
+            started_at=timezone.now(),
+            endpoint=request.path,
+            client_ip=request.client_ip,
+            user_agent=headers.get("user-agent", "")[:500],
         )
         try:
             response = await self.handle(request, receive)
         except GatewayError as error:
-            status, body, headers = error_response_parts(error)
-            response = ProxyResponse(status=status, body=body, headers=headers)
+            response = self.error_response(record, error)
         except Exception:
             logger.exception("Unhandled error in the proxy (request %s)", request.request_id)
-            status, body, headers = error_response_parts(
-                GatewayError(
-                    "The gateway failed to handle this request; it has been logged.",
-                    code="internal_error",
-                    status=500,
-                )
+            error = GatewayError(
+                "The gateway failed to handle this request; it has been logged.",
+                code="internal_error",
+                status=500,
             )
-            response = ProxyResponse(status=status, body=body, headers=headers)
+            error.type = "server_error"
+            response = self.error_response(record, error)
             response.headers["x-should-retry"] = "true"
-        await self.send_response(send, request, response)
+        try:
+            if isinstance(response, ProxyStream):
+                await self.send_stream(send, receive, request, response)
+            else:
+                await self.send_response(send, request, response)
+        finally:
+            record.latency_ms = round((time.perf_counter() - request.started) * 1000, 2)
+            emit(record)
 
-    async def handle(self, request: ProxyRequest, receive) -> ProxyResponse:
+    async def handle(self, request: ProxyRequest, receive) -> ProxyResponse | ProxyStream:
         methods = ROUTES.get(request.path)
         if methods is None:
             raise NotFound(f"Unknown endpoint {request.method} {request.path}.", code="unknown_url")
@@ -95,37 +121,99 @@ class ProxyApp:
                 f"{request.method} is not allowed on {request.path}; use {', '.join(methods)}.",
                 headers={"allow": ", ".join(methods)},
             )
-        request.api_key = await authenticate(request.headers)
-        require_permission(request.api_key, route.permissions)
+        key, generation = await authenticate(request.headers)
+        request.api_key = key
+        record = request.record
+        record.organization_id, record.api_key_id, record.api_key_prefix = (
+            key.organization_id,
+            key.id,
+            key.key_prefix,
+        )
+        record.team_id = key.team_id
+        require_permission(key, route.permissions)
         # Read only after the key is known, so anonymous clients cannot make the gateway buffer bodies.
         request.body = await read_body(receive, request.headers, settings.GATEWAY_MAX_BODY_BYTES)
-        key_usage.note(request.api_key.id)
+        record.request_body = request.body
+        key_usage.note(key.id)
+        request.config = await config_store.get(key.organization_id, generation)
+        if request.config is None:  # the organization was deleted after the key was cached
+            raise NotFound("This API key's organization no longer exists.", code="organization_not_found")
         return await route.view(request)
 
-    async def send_response(self, send, request: ProxyRequest, response: ProxyResponse) -> None:
-        names = self.names
-        elapsed_ms = f"{(time.perf_counter() - request.started) * 1000:.2f}"
+    def error_response(self, record: RequestRecord, error: GatewayError) -> ProxyResponse:
+        record.status, record.error_type, record.error_code = error.status, error.type, error.code
+        status, body, headers = error_response_parts(error)
+        return ProxyResponse(status=status, body=body, headers=headers)
+
+    def gateway_headers(self, request: ProxyRequest, *, stream: bool) -> dict[str, str]:
+        names, record = self.names, request.record
+        elapsed_ms = (time.perf_counter() - request.started) * 1000
         headers = {
-            "content-type": "application/json",
             names.request_id: request.request_id,
             "x-request-id": request.request_id,
-            names.latency: elapsed_ms,
-            # No upstream is waited on yet, so all of the latency is the gateway's own.
-            names.overhead: elapsed_ms,
-            names.cache: "bypass",
-            names.cost: "0",
+            names.latency: f"{elapsed_ms:.2f}",
+            names.overhead: f"{max(0.0, elapsed_ms - record.upstream_ms):.2f}",
+            names.cache: record.cache,
+        }
+        if record.provider is not None:
+            headers[names.provider] = record.provider
+            headers[names.model] = record.model or ""
+        if stream:
+            headers[names.ttft] = f"{elapsed_ms:.2f}"
+            record.ttft_ms = round(elapsed_ms, 2)
+        else:
+            headers[names.cost] = f"{record.cost_usd:f}"
+        if record.policy_action:
+            headers[names.policy_action] = record.policy_action
+            headers[names.policy_reason] = record.policy_reason or ""
+        return headers
+
+    async def send_response(self, send, request: ProxyRequest, response: ProxyResponse) -> None:
+        request.record.status = response.status
+        headers = {"content-type": "application/json", **self.gateway_headers(request, stream=False)}
+        headers.update(response.headers)
+        await send({"type": "http.response.start", "status": response.status, "headers": _encode(headers)})
+        await send({"type": "http.response.body", "body": response.body})
+
+    async def send_stream(self, send, receive, request: ProxyRequest, response: ProxyStream) -> None:
+        """Sends the stream chunk by chunk; a client that goes away cancels it (and with it the
+        upstream request)."""
+        request.record.status = response.status
+        headers = {
+            "content-type": "text/event-stream; charset=utf-8",
+            "cache-control": "no-cache",
+            "x-accel-buffering": "no",
+            **self.gateway_headers(request, stream=True),
             **response.headers,
         }
-        await send(
-            {
-                "type": "http.response.start",
-                "status": response.status,
-                "headers": [
-                    (name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": response.body})
+        await send({"type": "http.response.start", "status": response.status, "headers": _encode(headers)})
+        pump = asyncio.ensure_future(_pump(send, response))
+        watch = asyncio.ensure_future(_until_disconnect(receive))
+        try:
+            await asyncio.wait({pump, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watch.cancel()
+            if not pump.done():
+                request.record.client_disconnected = True
+                pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pump
+            await response.chunks.aclose()
+
+
+async def _pump(send, response: ProxyStream) -> None:
+    async for chunk in response.chunks:
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def _until_disconnect(receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+def _encode(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    return [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()]
 
 
 proxy_app = ProxyApp()

@@ -30,6 +30,7 @@ class AuthenticatedKey:
     team_id: str | None
     key_prefix: str
     permissions: frozenset[str]
+    allowed_data_regions: frozenset[str]
     expires_at: datetime | None
 
 
@@ -104,6 +105,7 @@ def _load_key(digest: str) -> AuthenticatedKey | None:
         team_id=str(api_key.team_id) if api_key.team_id else None,
         key_prefix=api_key.key_prefix,
         permissions=frozenset(api_key.permissions),
+        allowed_data_regions=frozenset(api_key.allowed_data_regions or ()),
         expires_at=api_key.expires_at,
     )
 
@@ -111,7 +113,9 @@ def _load_key(digest: str) -> AuthenticatedKey | None:
 _load_key_async = database_sync_to_async(_load_key)
 
 
-async def authenticate(headers: dict[str, str]) -> AuthenticatedKey:
+async def authenticate(headers: dict[str, str]) -> tuple[AuthenticatedKey, int | None]:
+    """The key, and its organization's configuration generation (None when Redis could not say),
+    both read in one Redis round trip."""
     token = bearer_token(headers)
     digest = api_key_digest(token)
     cached, key = key_cache.get(digest)
@@ -122,10 +126,11 @@ async def authenticate(headers: dict[str, str]) -> AuthenticatedKey:
         raise KeyRefused("Invalid API key, or the key has been revoked.", code="invalid_api_key")
     if key.expires_at is not None and key.expires_at <= timezone.now():
         raise KeyRefused("This API key has expired.", code="api_key_expired")
-    if await revocation.is_revoked(key.id):
+    revoked, generation = await revocation.check(key.id, key.organization_id)
+    if revoked:
         key_cache.forget(key.id)
         raise KeyRefused("Invalid API key, or the key has been revoked.", code="invalid_api_key")
-    return key
+    return key, generation
 
 
 def require_permission(key: AuthenticatedKey, accepted: frozenset[str]) -> None:

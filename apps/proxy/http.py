@@ -7,6 +7,7 @@ classes are what its views see instead.
 import json
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,8 @@ class ProxyRequest:
     body: bytes = b""
     # Filled in by the pipeline's stages.
     api_key: Any = None
+    config: Any = None
+    record: Any = None
 
     def json(self) -> Any:
         """The body as JSON, parsed once; anything unreadable is a 400 in OpenAI's shape."""
@@ -50,6 +53,15 @@ class ProxyResponse:
         return cls(
             status=status, body=json.dumps(payload, separators=(",", ":")).encode(), headers=headers or {}
         )
+
+
+@dataclass(slots=True)
+class ProxyStream:
+    """A streamed (server-sent events) answer: the headers go out with the first chunk."""
+
+    chunks: AsyncIterator[bytes]
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 def decode_headers(raw_headers: list[tuple[bytes, bytes]]) -> dict[str, str]:

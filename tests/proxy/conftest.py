@@ -1,7 +1,29 @@
 import httpx
 import pytest
+from channels.db import database_sync_to_async
 
+from apps.catalog import services as catalog_services
+from apps.providers import services as provider_services
+from apps.proxy.config import config_store
+from apps.proxy.routing import breaker, rotation
+from apps.proxy.upstream import close_sessions
 from gateway_project.asgi import application
+from tests import upstreams
+
+# The loopback provider stand-ins (tests/upstreams.py), bound here so every proxy test finds them.
+upstream = upstreams.upstream
+make_upstream = upstreams.make_upstream
+
+
+@pytest.fixture(autouse=True)
+def _fresh_routing_state():
+    """Routing state lives in the process; no test may inherit another's."""
+    config_store.clear()
+    breaker.clear()
+    rotation.clear()
+    yield
+    config_store.clear()
+    breaker.clear()
 
 
 @pytest.fixture
@@ -10,9 +32,74 @@ async def proxy():
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=application, client=("203.0.113.7", 5000)),
         base_url="http://gateway",
+        timeout=30,
     ) as client:
         yield client
+    await close_sessions()  # the upstream session belongs to this test's event loop
 
 
 def bearer(secret: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {secret}"}
+
+
+def add_provider_key(organization, server, *, provider: str = "openai", secret: str | None = None, **fields):
+    """A provider key of ``organization`` that points at the loopback ``server``."""
+    base_url = server.anthropic_base_url if provider == "anthropic" else server.openai_base_url
+    if provider == "azure_openai":
+        base_url = server.base_url
+        fields.setdefault("api_version", "2024-10-21")
+    fields.setdefault("data_region", "us")
+    return provider_services.provider_key_create(
+        organization=organization,
+        provider=provider,
+        secret=secret or f"sk-upstream-{server.name}-{provider}",
+        base_url=base_url,
+        **fields,
+    )
+
+
+def add_alias(organization, alias: str, *deployments: tuple[str, str], fallbacks=()):
+    return catalog_services.model_alias_create(
+        organization=organization,
+        alias=alias,
+        deployments=[{"provider": p, "upstream_model": m} for p, m in deployments],
+        fallbacks=fallbacks,
+    )
+
+
+add_provider_key_async = database_sync_to_async(add_provider_key)
+add_alias_async = database_sync_to_async(add_alias)
+
+
+@pytest.fixture
+def records():
+    """Every request record the proxy hands to the audit log during the test."""
+    from apps.proxy.records import on_record, remove_listener
+
+    seen: list = []
+    listener = on_record(seen.append)
+    yield seen
+    remove_listener(listener)
+
+
+@pytest.fixture
+async def gateway_key(organization):
+    """(ApiKey, secret) of ``organization``."""
+    from tests.factories import create_api_key
+
+    return await database_sync_to_async(create_api_key)(organization)
+
+
+@pytest.fixture
+async def sdk(gateway_key):
+    """The official async OpenAI SDK, pointed at the gateway's ASGI app in this process."""
+    import openai
+
+    http_client = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=application, client=("203.0.113.7", 5000)), timeout=30
+    )
+    async with openai.AsyncOpenAI(
+        api_key=gateway_key[1], base_url="http://gateway/v1", http_client=http_client, max_retries=0
+    ) as client:
+        yield client
+    await close_sessions()

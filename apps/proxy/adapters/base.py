@@ -1,0 +1,125 @@
+"""The one interface every upstream provider implements.
+
+An adapter only translates: it builds the HTTP request for an upstream from an OpenAI-shaped body,
+and turns the upstream's answer (JSON or server-sent events) back into OpenAI's shape with the usage
+the upstream reported. It does no I/O; ``apps/proxy/upstream.py`` sends what it builds. Adding a
+provider is one module with one ``Adapter`` subclass, registered in ``adapters/__init__.py``.
+"""
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from apps.catalog.pricing import Usage
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where one attempt goes: a provider key, as the proxy holds it in memory, and the model."""
+
+    provider: str
+    provider_key_id: str
+    secret: str
+    base_url: str  # in the provider SDK's convention, without a trailing slash
+    model: str  # the upstream's model id (for Azure OpenAI, the deployment name)
+    api_version: str = ""
+    supports_stream_usage: bool = True
+
+
+@dataclass(slots=True)
+class UpstreamRequest:
+    url: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass(slots=True)
+class Completion:
+    """A whole (non-streamed) answer, ready for the client."""
+
+    body: bytes  # OpenAI-shaped JSON
+    usage: Usage | None
+    model: str  # the model the upstream says answered
+
+
+class UpstreamProtocolError(Exception):
+    """The upstream answered 2xx with something that is not its documented format."""
+
+
+class StreamTranslator:
+    """Turns one upstream stream into OpenAI ``chat.completion.chunk`` events.
+
+    ``feed`` gets each server-sent event (its ``event:`` name, or "" when it has none, and its
+    ``data``) and returns the SSE lines to send to the client, already framed (``data: ...\\n\\n``).
+    The proxy itself writes the final cost comment and ``data: [DONE]``; translators never do.
+    """
+
+    def __init__(self, target: Target, *, client_wants_usage: bool) -> None:
+        self.target = target
+        self.client_wants_usage = client_wants_usage
+        self.usage: Usage | None = None
+        self.model: str = target.model
+        # True once the upstream said the answer is complete ([DONE], message_stop).
+        self.finished = False
+        # Set when the upstream sent an error event mid-stream: its message, for the audit log.
+        self.error: str | None = None
+        # Characters of generated text seen so far, to estimate usage when the upstream reports none.
+        self.output_chars = 0
+
+    def feed(self, event: str, data: str) -> list[bytes]:
+        raise NotImplementedError
+
+
+class Adapter:
+    """Subclasses implement the requests and answers of one provider's wire format."""
+
+    # Whether a stream can report usage (asked for with stream_options at OpenAI-style upstreams).
+    def chat_request(
+        self, target: Target, body: dict[str, Any], *, stream: bool, client_wants_usage: bool
+    ) -> UpstreamRequest:
+        raise NotImplementedError
+
+    def chat_completion(self, target: Target, payload: bytes) -> Completion:
+        raise NotImplementedError
+
+    def stream_translator(self, target: Target, *, client_wants_usage: bool) -> StreamTranslator:
+        raise NotImplementedError
+
+    def embeddings_request(self, target: Target, body: dict[str, Any]) -> UpstreamRequest:
+        raise UpstreamProtocolError(f"{target.provider} does not serve embeddings")
+
+    def embeddings_response(self, target: Target, payload: bytes) -> Completion:
+        raise NotImplementedError
+
+    def error_message(self, status: int, payload: bytes) -> str:
+        """The upstream's own error message, for the client (4xx it caused) and the audit log."""
+        try:
+            error = json.loads(payload).get("error")
+        except (ValueError, AttributeError):
+            error = None
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return error["message"][:2000]
+        if isinstance(error, str):
+            return error[:2000]
+        return f"The upstream answered HTTP {status}."
+
+    def supports_embeddings(self) -> bool:
+        return True
+
+
+def dumps(payload: Any) -> bytes:
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def loads_object(payload: bytes) -> dict[str, Any]:
+    try:
+        parsed = json.loads(payload)
+    except ValueError as error:
+        raise UpstreamProtocolError("the upstream answered with invalid JSON") from error
+    if not isinstance(parsed, dict):
+        raise UpstreamProtocolError("the upstream answered with JSON that is not an object")
+    return parsed
+
+
+def sse(payload: Any) -> bytes:
+    return b"data: " + dumps(payload) + b"\n\n"

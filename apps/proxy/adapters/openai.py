@@ -1,0 +1,143 @@
+"""OpenAI, and every server that speaks its API (``openai_compatible``: vLLM, Ollama, Groq ...).
+
+The request body goes upstream as the client sent it, unknown fields included; only ``model`` is
+replaced by the deployment's upstream model, and a stream asks for its usage. Answers are passed
+through byte for byte; they are parsed only for the usage that prices them.
+"""
+
+import json
+from typing import Any
+from urllib.parse import quote
+
+from apps.catalog.pricing import Usage
+
+from .base import (
+    Adapter,
+    Completion,
+    StreamTranslator,
+    Target,
+    UpstreamProtocolError,
+    UpstreamRequest,
+    dumps,
+    loads_object,
+)
+
+
+def usage_from_openai(usage: Any) -> Usage | None:
+    if not isinstance(usage, dict):
+        return None
+    prompt_details = usage.get("prompt_tokens_details") or {}
+    completion_details = usage.get("completion_tokens_details") or {}
+    return Usage(
+        input_tokens=_count(usage.get("prompt_tokens")),
+        output_tokens=_count(usage.get("completion_tokens")),
+        cached_input_tokens=_count(prompt_details.get("cached_tokens")),
+        reasoning_tokens=_count(completion_details.get("reasoning_tokens")),
+    )
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and value > 0 else 0
+
+
+class OpenAIStreamTranslator(StreamTranslator):
+    """OpenAI's chunks are already what the client wants: forward them, keep the usage."""
+
+    def feed(self, event: str, data: str) -> list[bytes]:
+        if data == "[DONE]":
+            self.finished = True
+            return []
+        # Parse only what must be read: the usage chunk, an error, or content to count when the
+        # upstream cannot report usage. Every other chunk is forwarded untouched.
+        needs_parsing = '"usage":{' in data or '"error"' in data or not self.target.supports_stream_usage
+        if not needs_parsing:
+            return [b"data: " + data.encode() + b"\n\n"]
+        try:
+            chunk = json.loads(data)
+        except ValueError as error:
+            raise UpstreamProtocolError("the upstream sent an event that is not JSON") from error
+        if not isinstance(chunk, dict):
+            raise UpstreamProtocolError("the upstream sent an event that is not a JSON object")
+        if "error" in chunk and "choices" not in chunk:
+            error = chunk["error"]
+            self.error = error.get("message") if isinstance(error, dict) else str(error)
+            return [b"data: " + data.encode() + b"\n\n"]
+        if isinstance(chunk.get("model"), str):
+            self.model = chunk["model"]
+        usage = usage_from_openai(chunk.get("usage"))
+        if usage is not None:
+            self.usage = usage
+            if not self.client_wants_usage:
+                if not chunk.get("choices"):
+                    return []  # the usage-only chunk the gateway asked for, not the client
+                chunk.pop("usage", None)
+                return [b"data: " + dumps(chunk) + b"\n\n"]
+        for choice in chunk.get("choices") or ():
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if isinstance(delta, dict) and isinstance(delta.get("content"), str):
+                self.output_chars += len(delta["content"])
+        return [b"data: " + data.encode() + b"\n\n"]
+
+
+class OpenAIAdapter(Adapter):
+    def headers(self, target: Target) -> dict[str, str]:
+        return {"authorization": f"Bearer {target.secret}", "content-type": "application/json"}
+
+    def url(self, target: Target, endpoint: str) -> str:
+        return f"{target.base_url}/{endpoint}"
+
+    def chat_request(
+        self, target: Target, body: dict[str, Any], *, stream: bool, client_wants_usage: bool
+    ) -> UpstreamRequest:
+        upstream_body = {**body, "model": target.model}
+        if stream:
+            if target.supports_stream_usage:
+                options = body.get("stream_options")
+                options = dict(options) if isinstance(options, dict) else {}
+                upstream_body["stream_options"] = {**options, "include_usage": True}
+            else:
+                upstream_body.pop("stream_options", None)
+        return UpstreamRequest(
+            url=self.url(target, "chat/completions"), headers=self.headers(target), body=dumps(upstream_body)
+        )
+
+    def chat_completion(self, target: Target, payload: bytes) -> Completion:
+        parsed = loads_object(payload)
+        if not isinstance(parsed.get("choices"), list):
+            raise UpstreamProtocolError("the upstream's answer has no choices")
+        model = parsed.get("model") if isinstance(parsed.get("model"), str) else target.model
+        return Completion(body=payload, usage=usage_from_openai(parsed.get("usage")), model=model)
+
+    def stream_translator(self, target: Target, *, client_wants_usage: bool) -> StreamTranslator:
+        return OpenAIStreamTranslator(target, client_wants_usage=client_wants_usage)
+
+    def embeddings_request(self, target: Target, body: dict[str, Any]) -> UpstreamRequest:
+        return UpstreamRequest(
+            url=self.url(target, "embeddings"),
+            headers=self.headers(target),
+            body=dumps({**body, "model": target.model}),
+        )
+
+    def embeddings_response(self, target: Target, payload: bytes) -> Completion:
+        parsed = loads_object(payload)
+        if not isinstance(parsed.get("data"), list):
+            raise UpstreamProtocolError("the upstream's embeddings answer has no data")
+        usage = parsed.get("usage") if isinstance(parsed.get("usage"), dict) else {}
+        model = parsed.get("model") if isinstance(parsed.get("model"), str) else target.model
+        return Completion(
+            body=payload, usage=Usage(input_tokens=_count(usage.get("prompt_tokens"))), model=model
+        )
+
+
+class AzureOpenAIAdapter(OpenAIAdapter):
+    """Azure OpenAI: OpenAI's format, with the deployment in the path, ``api-version`` in the
+    query and the key in an ``api-key`` header."""
+
+    def headers(self, target: Target) -> dict[str, str]:
+        return {"api-key": target.secret, "content-type": "application/json"}
+
+    def url(self, target: Target, endpoint: str) -> str:
+        return (
+            f"{target.base_url}/openai/deployments/{quote(target.model, safe='')}/{endpoint}"
+            f"?api-version={quote(target.api_version)}"
+        )

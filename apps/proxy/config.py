@@ -1,0 +1,198 @@
+"""Each organization's routing configuration, held in this worker's memory.
+
+Provider keys (with their secrets decrypted), model aliases, prices and teams are read from the
+database once and kept until the organization's configuration generation changes
+(``apps/core/generations.py``). The generation is read on every request in the same Redis round
+trip as the API key's revocation marker (``apps/proxy/auth.py``), so a change made anywhere (a
+rotation, a new deployment, a team's regions) applies to the next request on every worker, and the
+usual request does no database read.
+"""
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from urllib.parse import urlsplit
+
+from channels.db import database_sync_to_async
+
+from apps.catalog.models import ModelAlias
+from apps.catalog.pricing import Price
+from apps.catalog.selectors import price_at, price_versions
+from apps.core.crypto import InvalidToken
+from apps.organizations.models import Organization
+from apps.providers.addresses import AddressRefused, check_ip
+from apps.providers.models import ProviderKey
+from apps.teams.models import Team
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderKeyConfig:
+    id: str
+    provider: str
+    secret: str
+    weight: float
+    data_region: str
+    base_url: str
+    api_version: str
+    supports_stream_usage: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentConfig:
+    provider: str
+    upstream_model: str
+
+
+@dataclass(frozen=True, slots=True)
+class AliasConfig:
+    alias: str
+    deployments: tuple[DeploymentConfig, ...]
+    fallbacks: tuple[str, ...]
+    created: int  # unix seconds, for /v1/models
+
+
+@dataclass(frozen=True, slots=True)
+class TeamConfig:
+    id: str
+    slug: str
+    allowed_data_regions: frozenset[str]
+
+
+@dataclass(slots=True)
+class OrganizationConfig:
+    organization_id: str
+    generation: int
+    allowed_data_regions: frozenset[str]
+    keys_by_provider: dict[str, tuple[ProviderKeyConfig, ...]]
+    aliases: dict[str, AliasConfig]
+    teams_by_id: dict[str, TeamConfig]
+    teams_by_slug: dict[str, TeamConfig]
+    prices: dict[tuple[str, str], list[Price]]
+    # The /v1/models answer, rendered once per generation.
+    models_body: bytes = b""
+    _price_cache: dict[tuple[str, str], Price | None] = field(default_factory=dict)
+
+    def price(self, provider: str, model: str, at: datetime) -> Price | None:
+        """The price in force; memoised while the latest version is the one in force (the usual
+        case), so the hot path does not search the tables on every request."""
+        cache_key = (provider, model)
+        cached = self._price_cache.get(cache_key, _MISSING)
+        if cached is not _MISSING and (cached is None or cached.effective_from <= at):
+            return cached
+        price = price_at(self.prices, provider, model, at)
+        self._price_cache[cache_key] = price
+        return price
+
+
+_MISSING = object()
+
+
+def _usable_address(base_url: str) -> bool:
+    """Hosts given as IP literals are checked here (aiohttp does not resolve them); names are
+    checked on every connection by the upstream client's resolver."""
+    host = urlsplit(base_url).hostname or ""
+    try:
+        check_ip(host)
+    except ValueError:
+        return True  # a name, not an address
+    except AddressRefused:
+        return False
+    return True
+
+
+def load_organization_config(organization_id: str, generation: int) -> OrganizationConfig | None:
+    import json
+
+    organization = Organization.objects.filter(pk=organization_id).only("allowed_data_regions").first()
+    if organization is None:
+        return None
+    keys: dict[str, list[ProviderKeyConfig]] = {}
+    for row in ProviderKey.objects.filter(organization_id=organization_id, is_active=True):
+        try:
+            secret = row.secret()
+        except InvalidToken:
+            logger.error("Provider key %s cannot be decrypted with GATEWAY_ENCRYPTION_KEYS; skipped", row.id)
+            continue
+        base_url = row.effective_base_url
+        if not base_url or not _usable_address(base_url):
+            logger.error("Provider key %s has no usable base URL; skipped", row.id)
+            continue
+        keys.setdefault(row.provider, []).append(
+            ProviderKeyConfig(
+                id=str(row.id),
+                provider=row.provider,
+                secret=secret,
+                weight=float(row.weight),
+                data_region=row.data_region,
+                base_url=base_url,
+                api_version=row.api_version,
+                supports_stream_usage=row.supports_stream_usage,
+            )
+        )
+    aliases = {
+        alias.alias: AliasConfig(
+            alias=alias.alias,
+            deployments=tuple(
+                DeploymentConfig(provider=d.provider, upstream_model=d.upstream_model)
+                for d in alias.deployments.all()
+            ),
+            fallbacks=tuple(alias.fallbacks or ()),
+            created=int(alias.created_at.timestamp()),
+        )
+        for alias in ModelAlias.objects.filter(
+            organization_id=organization_id, is_active=True
+        ).prefetch_related("deployments")
+    }
+    teams = [
+        TeamConfig(id=str(team.id), slug=team.slug, allowed_data_regions=frozenset(team.allowed_data_regions))
+        for team in Team.objects.filter(organization_id=organization_id).only(
+            "id", "slug", "allowed_data_regions"
+        )
+    ]
+    models_body = json.dumps(
+        {
+            "object": "list",
+            "data": [
+                {"id": alias.alias, "object": "model", "created": alias.created, "owned_by": "organization"}
+                for alias in sorted(aliases.values(), key=lambda a: a.alias)
+            ],
+        },
+        separators=(",", ":"),
+    ).encode()
+    return OrganizationConfig(
+        organization_id=organization_id,
+        generation=generation,
+        allowed_data_regions=frozenset(organization.allowed_data_regions),
+        keys_by_provider={provider: tuple(rows) for provider, rows in keys.items()},
+        aliases=aliases,
+        teams_by_id={team.id: team for team in teams},
+        teams_by_slug={team.slug: team for team in teams},
+        prices=price_versions(organization_id),
+        models_body=models_body,
+    )
+
+
+_load_async = database_sync_to_async(load_organization_config)
+
+
+class ConfigStore:
+    def __init__(self) -> None:
+        self._configs: dict[str, OrganizationConfig] = {}
+
+    async def get(self, organization_id: str, generation: int | None) -> OrganizationConfig | None:
+        """The configuration at ``generation``; None (Redis unreachable) keeps what is held."""
+        config = self._configs.get(organization_id)
+        if config is not None and (generation is None or config.generation == generation):
+            return config
+        config = await _load_async(organization_id, -1 if generation is None else generation)
+        if config is not None:
+            self._configs[organization_id] = config
+        return config
+
+    def clear(self) -> None:
+        self._configs.clear()
+
+
+config_store = ConfigStore()

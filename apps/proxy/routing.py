@@ -1,0 +1,198 @@
+"""Which upstream a request goes to, and in which order the others are tried.
+
+- Candidates: the active keys of each deployment's provider whose data region is allowed (the
+  organization's, team's and key's regions, narrowed by the ``x-gateway-data-region`` header).
+- Weighted rotation: smooth weighted round-robin (as nginx does) over the candidates of one
+  deployment, so over many requests each key's share matches its weight, evenly interleaved.
+- Failover order: the rotation's pick, then that deployment's other keys by weight, then the next
+  deployment, then the fallback aliases' deployments; at most ``GATEWAY_MAX_ATTEMPTS`` in all.
+- Circuit breaker: a key that failed ``GATEWAY_BREAKER_FAILURES`` times in a row (or was told to
+  wait by a 429) is skipped for ``GATEWAY_BREAKER_COOLDOWN_SECONDS``, then tried again by itself.
+
+All state is this worker's memory: no I/O here.
+"""
+
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from apps.core.errors import GatewayError, NotFound
+from apps.providers.models import Provider
+
+from .config import AliasConfig, DeploymentConfig, OrganizationConfig, ProviderKeyConfig
+
+PROVIDERS = frozenset(Provider.values)
+
+
+class NoCandidate(GatewayError):
+    status = 503
+    type = "service_unavailable_error"
+    code = "no_upstream_available"
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One planned attempt."""
+
+    alias: str | None  # the catalog alias it came from; None for an explicit provider/model
+    deployment: DeploymentConfig
+    key: ProviderKeyConfig
+
+
+class SmoothWeightedRoundRobin:
+    """Per set of keys, each key's running weight grows by its weight on every pick and the
+    chosen one gives back the total, so picks follow the weights exactly and evenly spread."""
+
+    _MAX_SETS = 10_000
+
+    def __init__(self) -> None:
+        self._current: dict[tuple[tuple[str, float], ...], dict[str, float]] = {}
+
+    def pick(self, keys: list[ProviderKeyConfig]) -> ProviderKeyConfig:
+        if len(keys) == 1:
+            return keys[0]
+        signature = tuple((key.id, key.weight) for key in keys)
+        current = self._current.get(signature)
+        if current is None:
+            if len(self._current) >= self._MAX_SETS:
+                self._current.clear()
+            current = self._current[signature] = dict.fromkeys((key.id for key in keys), 0.0)
+        total = 0.0
+        best: ProviderKeyConfig | None = None
+        for key in keys:
+            current[key.id] += key.weight
+            total += key.weight
+            if best is None or current[key.id] > current[best.id]:
+                best = key
+        assert best is not None
+        current[best.id] -= total
+        return best
+
+    def clear(self) -> None:
+        self._current.clear()
+
+
+class CircuitBreaker:
+    def __init__(self, clock=time.monotonic) -> None:
+        self.clock = clock
+        self._failures: dict[str, int] = {}
+        self._open_until: dict[str, float] = {}
+
+    def is_available(self, key_id: str, now: float) -> bool:
+        return self._open_until.get(key_id, 0.0) <= now
+
+    def reopens_in(self, key_ids: list[str], now: float) -> float:
+        """Seconds until the first of these keys may be tried again."""
+        return max(0.0, min((self._open_until.get(key_id, 0.0) for key_id in key_ids), default=0.0) - now)
+
+    def record_success(self, key_id: str) -> None:
+        if key_id in self._failures:
+            del self._failures[key_id]
+            self._open_until.pop(key_id, None)
+
+    def record_failure(self, key_id: str, *, retry_after: float | None = None) -> None:
+        now = self.clock()
+        failures = self._failures.get(key_id, 0) + 1
+        self._failures[key_id] = failures
+        if failures >= settings.GATEWAY_BREAKER_FAILURES:
+            self._open_until[key_id] = now + settings.GATEWAY_BREAKER_COOLDOWN_SECONDS
+        if retry_after:
+            # The upstream said how long to wait: no request to this key before then.
+            until = now + min(retry_after, settings.GATEWAY_BREAKER_COOLDOWN_SECONDS)
+            self._open_until[key_id] = max(self._open_until.get(key_id, 0.0), until)
+
+    def clear(self) -> None:
+        self._failures.clear()
+        self._open_until.clear()
+
+
+rotation = SmoothWeightedRoundRobin()
+breaker = CircuitBreaker()
+
+
+def allowed_regions(*restrictions: frozenset[str]) -> frozenset[str] | None:
+    """The regions every restriction allows; None means unrestricted. An empty restriction
+    allows everything; an empty result means nothing is allowed."""
+    allowed: frozenset[str] | None = None
+    for restriction in restrictions:
+        if restriction:
+            allowed = restriction if allowed is None else allowed & restriction
+    return allowed
+
+
+def resolve_model(
+    config: OrganizationConfig, model: str
+) -> tuple[list[tuple[str | None, DeploymentConfig]], str]:
+    """The deployments to try for ``model``, in order, each with the alias it came from, and the
+    name the request is known by. An alias of the catalog wins over a ``provider/model`` reading."""
+    alias = config.aliases.get(model)
+    if alias is not None:
+        return _alias_deployments(config, alias), model
+    provider, slash, upstream_model = model.partition("/")
+    if slash and provider in PROVIDERS and upstream_model:
+        return [(None, DeploymentConfig(provider=provider, upstream_model=upstream_model))], model
+    raise NotFound(
+        f"The model '{model}' does not exist in this organization's catalog; "
+        "use a model alias (GET /v1/models) or provider/model.",
+        code="model_not_found",
+        param="model",
+    )
+
+
+def _alias_deployments(
+    config: OrganizationConfig, alias: AliasConfig
+) -> list[tuple[str | None, DeploymentConfig]]:
+    planned = [(alias.alias, deployment) for deployment in alias.deployments]
+    for name in alias.fallbacks:
+        fallback = config.aliases.get(name)
+        if fallback is not None:  # one level: a fallback's own fallbacks are not followed
+            planned.extend((fallback.alias, deployment) for deployment in fallback.deployments)
+    seen: set[DeploymentConfig] = set()
+    return [(name, d) for name, d in planned if not (d in seen or seen.add(d))]
+
+
+def plan_attempts(config: OrganizationConfig, model: str, regions: frozenset[str] | None) -> list[Candidate]:
+    deployments, _ = resolve_model(config, model)
+    now = breaker.clock()
+    plan: list[Candidate] = []
+    providers_without_keys: list[str] = []
+    keys_outside_region: list[str] = []
+    cooling: list[str] = []
+    for alias, deployment in deployments:
+        keys = config.keys_by_provider.get(deployment.provider, ())
+        if not keys:
+            providers_without_keys.append(deployment.provider)
+            continue
+        in_region = [k for k in keys if k.weight > 0 and (regions is None or k.data_region in regions)]
+        if not in_region:
+            keys_outside_region.append(deployment.provider)
+            continue
+        healthy = [k for k in in_region if breaker.is_available(k.id, now)]
+        cooling.extend(k.id for k in in_region if k not in healthy)
+        if not healthy:
+            continue
+        first = rotation.pick(healthy)
+        ordered = [first, *sorted((k for k in healthy if k is not first), key=lambda k: -k.weight)]
+        plan.extend(Candidate(alias=alias, deployment=deployment, key=key) for key in ordered)
+    if plan:
+        return plan[: settings.GATEWAY_MAX_ATTEMPTS]
+    if cooling:
+        wait = breaker.reopens_in(cooling, now)
+        raise NoCandidate(
+            "Every upstream for this model is cooling down after repeated failures; retry shortly.",
+            code="upstreams_cooling_down",
+            headers={"retry-after": str(max(1, round(wait)))},
+        )
+    if keys_outside_region:
+        raise NoCandidate(
+            "No provider key for this model is in an allowed data region "
+            f"({', '.join(sorted(regions or ())) or 'none allowed'}).",
+            code="no_key_in_region",
+            headers={"x-should-retry": "false"},
+        )
+    raise NoCandidate(
+        f"The gateway holds no active provider key for {', '.join(sorted(set(providers_without_keys)))}.",
+        code="no_provider_key",
+        headers={"x-should-retry": "false"},
+    )

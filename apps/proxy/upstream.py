@@ -1,0 +1,75 @@
+"""The one upstream HTTP client of this worker: aiohttp, pooled, keep-alive.
+
+aiohttp rather than httpx on the hot path, by measurement (docs/benchmarks.md and the stack notes:
+a bare forwarder under Daphne does about 240 requests/s with httpx's default transport and 1,790
+with aiohttp). Every connection goes to an address checked by ``CheckedResolver``, so a provider
+key's base URL cannot be turned against the gateway's own network by DNS.
+"""
+
+import asyncio
+import socket
+
+import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
+from django.conf import settings
+
+from apps.providers.addresses import AddressRefused, check_ip
+
+
+class RefusedAddressError(OSError):
+    """A name resolved to an address the gateway must not call; aiohttp reports it as a
+    connection error, so routing fails over as for any unreachable upstream."""
+
+
+class CheckedResolver(AbstractResolver):
+    def __init__(self) -> None:
+        self._inner = aiohttp.ThreadedResolver()
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        results = await self._inner.resolve(host, port, family)
+        for result in results:
+            try:
+                check_ip(result["host"])
+            except AddressRefused as error:
+                raise RefusedAddressError(error.message) from None
+        return results
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
+_sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
+
+
+def session() -> aiohttp.ClientSession:
+    """This event loop's session (Daphne runs one loop; each test has its own)."""
+    loop = asyncio.get_running_loop()
+    client = _sessions.get(loop)
+    if client is None or client.closed:
+        for stale in [known for known in _sessions if known.is_closed()]:
+            del _sessions[stale]
+        connector = aiohttp.TCPConnector(
+            limit=settings.GATEWAY_UPSTREAM_MAX_CONNECTIONS,
+            limit_per_host=0,
+            ttl_dns_cache=60,
+            keepalive_timeout=30,
+            resolver=CheckedResolver(),
+        )
+        client = _sessions[loop] = aiohttp.ClientSession(
+            connector=connector,
+            # The gateway sends its own headers only; nothing of the client's request leaks upstream.
+            skip_auto_headers=("User-Agent",),
+            auto_decompress=True,
+            # SSE events are read line by line; a line (one event) may be up to twice this.
+            read_bufsize=2**20,
+        )
+    return client
+
+
+async def close_sessions() -> None:
+    loop = asyncio.get_running_loop()
+    client = _sessions.pop(loop, None)
+    if client is not None:
+        await client.close()

@@ -1,0 +1,184 @@
+"""Chat completions, embeddings and models through the gateway, with the official async OpenAI SDK."""
+
+from decimal import Decimal
+
+import openai
+import pytest
+
+from apps.catalog.pricing import shipped_price
+from tests.proxy.conftest import add_alias_async, add_provider_key_async, bearer
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+HELLO = [{"role": "user", "content": "hi"}]
+
+
+def shipped_cost(provider: str, model: str, prompt_tokens: int, completion_tokens: int) -> Decimal:
+    from django.utils import timezone
+
+    price = shipped_price(provider, model, timezone.now())
+    cost = (prompt_tokens * price.input + completion_tokens * price.output) / Decimal(1_000_000)
+    return cost.quantize(Decimal("0.00000001"))
+
+
+@pytest.fixture
+async def openai_upstream(organization, upstream):
+    await add_provider_key_async(organization, upstream, secret="sk-upstream-one")
+    await add_alias_async(organization, "fast", ("openai", "gpt-4o-mini"))
+    return upstream
+
+
+async def test_a_chat_completion_comes_back_from_the_upstream_with_its_cost(sdk, openai_upstream):
+    raw = await sdk.chat.completions.with_raw_response.create(model="fast", messages=HELLO)
+    completion = raw.parse()
+
+    assert completion.choices[0].message.content == "Hello from upstream: hi"
+    assert completion.choices[0].finish_reason == "stop"
+    sent = openai_upstream.last_request
+    assert sent.path == "/v1/chat/completions"
+    assert sent.credential == "sk-upstream-one"
+    assert sent.json["model"] == "gpt-4o-mini"
+    headers = raw.headers
+    assert headers["x-gateway-provider"] == "openai"
+    assert headers["x-gateway-model"] == "gpt-4o-mini"
+    assert headers["x-gateway-cache"] == "miss"
+    usage = completion.usage
+    expected = shipped_cost("openai", "gpt-4o-mini", usage.prompt_tokens, usage.completion_tokens)
+    assert expected > 0
+    assert Decimal(headers["x-gateway-cost-usd"]) == expected
+    assert raw.request_id == headers["x-gateway-request-id"]
+    latency, overhead = float(headers["x-gateway-latency-ms"]), float(headers["x-gateway-overhead-ms"])
+    assert 0 <= overhead <= latency
+    assert "x-gateway-ttft-ms" not in headers
+
+
+async def test_fields_the_gateway_does_not_know_pass_through_untouched(sdk, openai_upstream):
+    await sdk.chat.completions.create(
+        model="fast",
+        messages=HELLO,
+        temperature=0.2,
+        extra_body={"vendor_option": {"depth": 3}, "seed": 7},
+    )
+    sent = openai_upstream.last_request.json
+    assert sent["vendor_option"] == {"depth": 3}
+    assert sent["seed"] == 7
+    assert sent["temperature"] == 0.2
+    # Nothing of the client's own credentials travels upstream.
+    assert openai_upstream.last_request.headers["authorization"] == "Bearer sk-upstream-one"
+
+
+async def test_a_stream_arrives_chunk_by_chunk_and_ends_with_its_cost(
+    sdk, openai_upstream, proxy, gateway_key
+):
+    stream = await sdk.chat.completions.create(model="fast", messages=HELLO, stream=True)
+    chunks = [chunk async for chunk in stream]
+
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
+    assert text == "Hello from upstream: hi"
+    assert all(chunk.usage is None for chunk in chunks)  # the client did not ask for usage
+    # The gateway asked the upstream for usage, to price the stream.
+    assert openai_upstream.last_request.json["stream_options"] == {"include_usage": True}
+
+    async with proxy.stream(
+        "POST",
+        "/v1/chat/completions",
+        headers=bearer(gateway_key[1]),
+        json={"model": "fast", "messages": HELLO, "stream": True},
+    ) as response:
+        body = (await response.aread()).decode()
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert float(response.headers["x-gateway-ttft-ms"]) >= 0
+    assert "x-gateway-cost-usd" not in response.headers
+    lines = [line for line in body.split("\n") if line]
+    assert lines[-1] == "data: [DONE]"
+    assert lines[-2].startswith(": x-gateway-cost-usd=")
+    assert Decimal(lines[-2].split("=", 1)[1]) > 0
+
+
+async def test_a_stream_keeps_the_usage_chunk_when_the_client_asks_for_it(sdk, openai_upstream):
+    stream = await sdk.chat.completions.create(
+        model="fast", messages=HELLO, stream=True, stream_options={"include_usage": True}
+    )
+    chunks = [chunk async for chunk in stream]
+
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage.completion_tokens == 4
+
+
+async def test_stream_usage_is_estimated_for_a_server_that_refuses_stream_options(
+    sdk, organization, upstream, records
+):
+    upstream.behave("reject_stream_options")
+    await add_provider_key_async(
+        organization, upstream, provider="openai_compatible", supports_stream_usage=False
+    )
+    await add_alias_async(organization, "local", ("openai_compatible", "llama-3"))
+
+    stream = await sdk.chat.completions.create(
+        model="local", messages=HELLO, stream=True, stream_options={"include_usage": True}
+    )
+    text = "".join([chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices])
+
+    assert text == "Hello from upstream: hi"
+    assert "stream_options" not in upstream.last_request.json
+    [record] = records
+    assert record.usage.estimated
+    assert record.usage.output_tokens == -(-len(text) // 4)
+
+
+async def test_embeddings_come_back_with_their_cost(sdk, openai_upstream):
+    raw = await sdk.embeddings.with_raw_response.create(
+        model="openai/text-embedding-3-small", input=["one", "two"]
+    )
+    result = raw.parse()
+
+    assert [item.index for item in result.data] == [0, 1]
+    assert len(result.data[0].embedding) == 8
+    assert openai_upstream.last_request.path == "/v1/embeddings"
+    assert raw.headers["x-gateway-model"] == "text-embedding-3-small"
+    expected = shipped_cost("openai", "text-embedding-3-small", result.usage.prompt_tokens, 0)
+    assert Decimal(raw.headers["x-gateway-cost-usd"]) == expected
+
+
+async def test_the_model_list_shows_the_organizations_aliases(sdk, openai_upstream, organization):
+    await add_alias_async(organization, "smart", ("openai", "gpt-4o"))
+
+    models = await sdk.models.list()
+
+    assert [model.id for model in models.data] == ["fast", "smart"]
+    assert all(model.object == "model" for model in models.data)
+
+
+async def test_a_provider_and_model_can_be_named_without_an_alias(sdk, openai_upstream):
+    raw = await sdk.chat.completions.with_raw_response.create(model="openai/gpt-4o", messages=HELLO)
+
+    assert openai_upstream.last_request.json["model"] == "gpt-4o"
+    assert raw.headers["x-gateway-model"] == "gpt-4o"
+
+
+async def test_azure_openai_is_called_on_its_deployment_with_its_api_version(sdk, organization, upstream):
+    await add_provider_key_async(organization, upstream, provider="azure_openai", secret="azure-secret")
+    await add_alias_async(organization, "azure-mini", ("azure_openai", "my-deployment"))
+
+    completion = await sdk.chat.completions.create(model="azure-mini", messages=HELLO)
+
+    sent = upstream.last_request
+    assert sent.path == "/openai/deployments/my-deployment/chat/completions"
+    assert sent.query == {"api-version": "2024-10-21"}
+    assert sent.headers["api-key"] == "azure-secret"
+    assert "authorization" not in sent.headers
+    assert completion.choices[0].message.content == "Hello from upstream: hi"
+
+
+async def test_the_outsiders_catalog_and_keys_are_never_used(sdk, outsider, upstream):
+    await add_provider_key_async(outsider.organization, upstream)
+    await add_alias_async(outsider.organization, "theirs", ("openai", "gpt-4o-mini"))
+
+    with pytest.raises(openai.NotFoundError):
+        await sdk.chat.completions.create(model="theirs", messages=HELLO)
+    with pytest.raises(openai.InternalServerError) as raised:  # 503: this organization holds no key
+        await sdk.chat.completions.create(model="openai/gpt-4o-mini", messages=HELLO)
+    assert raised.value.status_code == 503
+    assert raised.value.body["code"] == "no_provider_key"
+    assert upstream.requests == []
+    assert (await sdk.models.list()).data == []

@@ -267,6 +267,9 @@ class OpenStream:
 async def _first_frames(events: AsyncIterator[tuple[str, str]], translator: StreamTranslator) -> list[bytes]:
     async for event, data in events:
         frames = translator.feed(event, data)
+        if translator.error is not None:
+            # Nothing has reached the client yet: an error now (overloaded ...) can still fail over.
+            raise UpstreamProtocolError(f"the upstream's stream began with an error: {translator.error}")
         if frames:
             return frames
         if translator.finished:

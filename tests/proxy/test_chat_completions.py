@@ -1,5 +1,6 @@
 """Chat completions, embeddings and models through the gateway, with the official async OpenAI SDK."""
 
+import json
 from decimal import Decimal
 
 import openai
@@ -182,3 +183,75 @@ async def test_the_outsiders_catalog_and_keys_are_never_used(sdk, outsider, upst
     assert raised.value.body["code"] == "no_provider_key"
     assert upstream.requests == []
     assert (await sdk.models.list()).data == []
+
+
+@pytest.fixture
+async def anthropic_upstream(organization, upstream):
+    await add_provider_key_async(organization, upstream, provider="anthropic", secret="sk-ant-upstream")
+    await add_alias_async(organization, "claude", ("anthropic", "claude-3-5-haiku-latest"))
+    return upstream
+
+
+async def test_an_anthropic_upstream_answers_in_openai_shape(sdk, anthropic_upstream):
+    raw = await sdk.chat.completions.with_raw_response.create(
+        model="claude",
+        messages=[{"role": "system", "content": "Be brief."}, *HELLO],
+        max_tokens=50,
+        seed=3,  # OpenAI-only: dropped, or Anthropic would refuse the request
+    )
+    completion = raw.parse()
+
+    assert completion.choices[0].message.content == "Hello from upstream: hi"
+    assert completion.choices[0].finish_reason == "stop"
+    sent = anthropic_upstream.last_request
+    assert sent.path == "/v1/messages"
+    assert sent.headers["x-api-key"] == "sk-ant-upstream"
+    assert sent.json["system"] == "Be brief."
+    assert sent.json["max_tokens"] == 50
+    assert raw.headers["x-gateway-provider"] == "anthropic"
+    usage = completion.usage
+    expected = shipped_cost(
+        "anthropic", "claude-3-5-haiku-latest", usage.prompt_tokens, usage.completion_tokens
+    )
+    assert Decimal(raw.headers["x-gateway-cost-usd"]) == expected > 0
+
+
+async def test_an_anthropic_tool_call_arrives_as_an_openai_tool_call(sdk, anthropic_upstream):
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+    completion = await sdk.chat.completions.create(
+        model="claude", messages=[{"role": "user", "content": "call a tool"}], tools=[tool]
+    )
+
+    [call] = completion.choices[0].message.tool_calls
+    assert call.function.name == "get_weather"
+    assert json.loads(call.function.arguments) == {"city": "Paris"}
+    assert completion.choices[0].finish_reason == "tool_calls"
+
+
+async def test_an_anthropic_stream_arrives_as_openai_chunks_with_usage(sdk, anthropic_upstream, records):
+    stream = await sdk.chat.completions.create(
+        model="claude", messages=HELLO, stream=True, stream_options={"include_usage": True}
+    )
+    chunks = [chunk async for chunk in stream]
+
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
+    assert text == "Hello from upstream: hi"
+    assert chunks[-1].usage.completion_tokens == 4
+    [record] = records
+    assert record.usage.output_tokens == 4
+    assert not record.usage.estimated
+    assert record.cost_usd > 0
+    assert record.stream_completed is True
+
+
+async def test_embeddings_of_an_anthropic_only_model_are_refused_clearly(sdk, anthropic_upstream):
+    with pytest.raises(openai.BadRequestError) as raised:
+        await sdk.embeddings.create(model="claude", input="hi")
+    assert raised.value.body["code"] == "model_not_supported"
+    assert anthropic_upstream.requests == []

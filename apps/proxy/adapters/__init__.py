@@ -1,5 +1,6 @@
 """Upstream adapters by provider name (the values of ``apps.providers.models.Provider``)."""
 
+from .anthropic import AnthropicAdapter
 from .base import Adapter
 from .openai import AzureOpenAIAdapter, OpenAIAdapter
 
@@ -7,6 +8,7 @@ ADAPTERS: dict[str, Adapter] = {
     "openai": OpenAIAdapter(),
     "openai_compatible": OpenAIAdapter(),
     "azure_openai": AzureOpenAIAdapter(),
+    "anthropic": AnthropicAdapter(),
 }
 
 

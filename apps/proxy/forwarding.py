@@ -123,12 +123,13 @@ class Forwarder:
     def _fail(
         self, candidate: Candidate, failure: _Failure, began: float, *, retry_after: float | None = None
     ):
+        failure.message = _scrub(failure.message, candidate.key.secret)
         self._note(candidate, failure.status, failure.outcome, began, failure.message)
         breaker.record_failure(candidate.key.id, retry_after=retry_after)
         self.last_failure = failure
 
     def _refused(self, candidate: Candidate, adapter: Adapter, status: int, payload: bytes, began: float):
-        message = adapter.error_message(status, payload)
+        message = _scrub(adapter.error_message(status, payload), candidate.key.secret)
         self._note(candidate, status, "client_error", began, message)
         self._chosen(candidate)
         breaker.record_success(candidate.key.id)  # the key works; the request was wrong
@@ -305,6 +306,11 @@ async def sse_events(content: aiohttp.StreamReader) -> AsyncIterator[tuple[str, 
 def _close(response: aiohttp.ClientResponse | None) -> None:
     if response is not None:
         response.close()
+
+
+def _scrub(message: str, secret: str) -> str:
+    """Upstreams sometimes quote the key they were sent; it must not reach a client or a log."""
+    return message.replace(secret, "[provider key]") if secret and secret in message else message
 
 
 def _describe(error: BaseException) -> str:

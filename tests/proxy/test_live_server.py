@@ -91,3 +91,75 @@ def test_a_key_revoked_on_one_worker_is_refused_by_every_other_at_once(two_gatew
     refused = httpx.get(f"{second}/v1/models", headers=bearer)
     assert refused.status_code == 401
     assert refused.json()["error"]["code"] == "invalid_api_key"
+
+
+# --- The whole path, as a user sets it up: management API, then the proxy with the OpenAI SDK ---------
+
+from tests import upstreams  # noqa: E402
+
+upstream = upstreams.upstream
+
+
+@pytest.fixture
+def routed_gateway(gateway_url, owner, upstream):
+    """A live gateway configured through its management API to route "fast" to the upstream."""
+    session = sign_in(gateway_url, owner.user.email)
+    provider_key = httpx.post(
+        f"{gateway_url}/api/v1/provider-keys",
+        json={
+            "provider": "openai",
+            "key": "sk-upstream-live",
+            "data_region": "us",
+            "base_url": upstream.openai_base_url,
+        },
+        headers=session,
+    )
+    assert provider_key.status_code == 201, provider_key.text
+    alias = httpx.post(
+        f"{gateway_url}/api/v1/models",
+        json={"alias": "fast", "deployments": [{"provider": "openai", "upstream_model": "gpt-4o-mini"}]},
+        headers=session,
+    )
+    assert alias.status_code == 201, alias.text
+    return gateway_url, create_key(gateway_url, session)["key"]
+
+
+def test_the_sync_openai_sdk_chats_streams_and_embeds_through_the_gateway(routed_gateway, upstream):
+    gateway_url, key = routed_gateway
+    client = openai.OpenAI(api_key=key, base_url=f"{gateway_url}/v1", max_retries=0)
+
+    completion = client.chat.completions.create(model="fast", messages=[{"role": "user", "content": "hi"}])
+    assert completion.choices[0].message.content == "Hello from upstream: hi"
+
+    stream = client.chat.completions.create(
+        model="fast", messages=[{"role": "user", "content": "hi"}], stream=True
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "Hello from upstream: hi"
+
+    embedding = client.embeddings.create(model="openai/text-embedding-3-small", input="hi")
+    assert len(embedding.data[0].embedding) == 8
+
+    assert [model.id for model in client.models.list().data] == ["fast"]
+    assert upstream.last_request.credential == "sk-upstream-live"
+
+
+def test_a_stream_is_relayed_as_it_comes_and_a_client_that_leaves_cancels_the_upstream(
+    routed_gateway, upstream
+):
+    gateway_url, key = routed_gateway
+    upstream.behave("slow", delay=1.0)  # one event a second: the whole answer would take seconds
+
+    with httpx.stream(
+        "POST",
+        f"{gateway_url}/v1/chat/completions",
+        json={"model": "fast", "messages": [{"role": "user", "content": "hi"}], "stream": True},
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=30,
+    ) as response:
+        assert response.status_code == 200
+        assert float(response.headers["x-gateway-ttft-ms"]) >= 0
+        first = next(response.iter_lines())
+        assert first.startswith("data: ")  # the first chunk arrived while the upstream was still sending
+
+    # The client went away mid-stream; the gateway drops its upstream request too.
+    assert upstream.wait_for_disconnects(1, timeout=3)  # well before Daphne would give up on its own (10 s)

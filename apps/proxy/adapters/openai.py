@@ -6,6 +6,7 @@ through byte for byte; they are parsed only for the usage that prices them.
 """
 
 import json
+import re
 from typing import Any
 from urllib.parse import quote
 
@@ -21,6 +22,9 @@ from .base import (
     dumps,
     loads_object,
 )
+
+# The text of a chunk's delta, read without parsing the chunk (escapes count as their characters).
+_CONTENT = re.compile(r'"delta":\{[^{}]*?"content":"((?:[^"\\]|\\.)*)"')
 
 
 def usage_from_openai(usage: Any) -> Usage | None:
@@ -51,6 +55,7 @@ class OpenAIStreamTranslator(StreamTranslator):
         # upstream cannot report usage. Every other chunk is forwarded untouched.
         needs_parsing = '"usage":{' in data or '"error"' in data or not self.target.supports_stream_usage
         if not needs_parsing:
+            self._count_content(data)
             return [b"data: " + data.encode() + b"\n\n"]
         try:
             chunk = json.loads(data)
@@ -77,6 +82,13 @@ class OpenAIStreamTranslator(StreamTranslator):
             if isinstance(delta, dict) and isinstance(delta.get("content"), str):
                 self.output_chars += len(delta["content"])
         return [b"data: " + data.encode() + b"\n\n"]
+
+    def _count_content(self, data: str) -> None:
+        """Text delivered so far, without parsing the chunk: if the stream is cut before its usage
+        chunk, what was delivered is billed from this estimate."""
+        match = _CONTENT.search(data)
+        if match is not None:
+            self.output_chars += len(match.group(1))
 
 
 class OpenAIAdapter(Adapter):

@@ -10,7 +10,7 @@ usual request does no database read.
 
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from channels.db import database_sync_to_async
@@ -72,21 +72,27 @@ class OrganizationConfig:
     prices: dict[tuple[str, str], list[Price]]
     # The /v1/models answer, rendered once per generation.
     models_body: bytes = b""
-    _price_cache: dict[tuple[str, str], Price | None] = field(default_factory=dict)
+    # (provider, model) -> (price, in force from, in force until): the hot path looks a price up
+    # once per request, so the version search runs only when the window is left.
+    _price_cache: dict[tuple[str, str], tuple[Price | None, datetime, datetime]] = field(default_factory=dict)
 
     def price(self, provider: str, model: str, at: datetime) -> Price | None:
-        """The price in force; memoised while the latest version is the one in force (the usual
-        case), so the hot path does not search the tables on every request."""
-        cache_key = (provider, model)
-        cached = self._price_cache.get(cache_key, _MISSING)
-        if cached is not _MISSING and (cached is None or cached.effective_from <= at):
-            return cached
+        """The price in force at ``at``: the organization's version, else the shipped one."""
+        cached = self._price_cache.get((provider, model))
+        if cached is not None and cached[1] <= at < cached[2]:
+            return cached[0]
         price = price_at(self.prices, provider, model, at)
-        self._price_cache[cache_key] = price
+        changes = [
+            version.effective_from
+            for version in self.prices.get((provider, model), ())
+            if version.effective_from > at
+        ]
+        valid_from = price.effective_from if price is not None else datetime.min.replace(tzinfo=UTC)
+        self._price_cache[(provider, model)] = (price, valid_from, min(changes, default=_FOREVER))
         return price
 
 
-_MISSING = object()
+_FOREVER = datetime.max.replace(tzinfo=UTC)
 
 
 def _usable_address(base_url: str) -> bool:

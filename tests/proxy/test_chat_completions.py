@@ -5,6 +5,7 @@ from decimal import Decimal
 
 import openai
 import pytest
+from channels.db import database_sync_to_async
 
 from apps.catalog.pricing import shipped_price
 from tests.proxy.conftest import add_alias_async, add_provider_key_async, bearer
@@ -255,3 +256,39 @@ async def test_embeddings_of_an_anthropic_only_model_are_refused_clearly(sdk, an
         await sdk.embeddings.create(model="claude", input="hi")
     assert raised.value.body["code"] == "model_not_supported"
     assert anthropic_upstream.requests == []
+
+
+async def test_a_request_costs_the_organizations_price_in_force_at_its_time(
+    sdk, openai_upstream, organization
+):
+    from datetime import timedelta
+
+    import time_machine
+    from django.utils import timezone
+
+    from apps.catalog.services import model_price_create
+
+    now = timezone.now()
+    for days, input_price, output_price in ((-1, "1.00", "2.00"), (1, "10.00", "20.00")):
+        await database_sync_to_async(model_price_create)(
+            organization=organization,
+            provider="openai",
+            model="gpt-4o-mini",
+            input_per_mtok=Decimal(input_price),
+            output_per_mtok=Decimal(output_price),
+            effective_from=now + timedelta(days=days),
+        )
+
+    def cost_of(raw, input_price: int, output_price: int) -> Decimal:
+        usage = raw.parse().usage
+        cost = (usage.prompt_tokens * input_price + usage.completion_tokens * output_price) / Decimal(
+            1_000_000
+        )
+        return cost.quantize(Decimal("0.00000001"))
+
+    today = await sdk.chat.completions.with_raw_response.create(model="fast", messages=HELLO)
+    assert Decimal(today.headers["x-gateway-cost-usd"]) == cost_of(today, 1, 2)
+
+    with time_machine.travel(now + timedelta(days=2)):
+        later = await sdk.chat.completions.with_raw_response.create(model="fast", messages=HELLO)
+    assert Decimal(later.headers["x-gateway-cost-usd"]) == cost_of(later, 10, 20)

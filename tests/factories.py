@@ -1,10 +1,16 @@
+from datetime import UTC, datetime
+from decimal import Decimal
+
 import factory
 from django.utils.text import slugify
 
 from apps.accounts.models import User
+from apps.catalog.models import Deployment, ModelAlias, ModelPrice
 from apps.keys import services as key_services
 from apps.keys.models import ApiKey
 from apps.organizations.models import Membership, Organization, Role
+from apps.providers import services as provider_services
+from apps.providers.models import ProviderKey
 from apps.teams.models import Team
 
 PASSWORD = "a-long-test-password"
@@ -55,3 +61,41 @@ def create_api_key(organization: Organization, **kwargs) -> tuple[ApiKey, str]:
     """Keys go through the service: it is the only place a secret is made."""
     kwargs.setdefault("name", "test key")
     return key_services.api_key_create(organization=organization, **kwargs)
+
+
+class ModelAliasFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = ModelAlias
+
+    organization = factory.SubFactory(OrganizationFactory)
+    alias = factory.Sequence(lambda n: f"model-{n}")
+
+
+class DeploymentFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Deployment
+
+    alias = factory.SubFactory(ModelAliasFactory)
+    provider = "openai"
+    upstream_model = "gpt-4o-mini"
+
+
+class ModelPriceFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = ModelPrice
+
+    organization = factory.SubFactory(OrganizationFactory)
+    provider = "openai"
+    model = "gpt-4o-mini"
+    input_per_mtok = Decimal("0.15")
+    output_per_mtok = Decimal("0.60")
+    effective_from = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def create_provider_key(
+    organization: Organization, secret: str = "sk-upstream-0000-abcd", **kwargs
+) -> ProviderKey:
+    """Provider keys go through the service: it is the only place a secret is encrypted."""
+    kwargs.setdefault("provider", "openai")
+    kwargs.setdefault("data_region", "us")
+    return provider_services.provider_key_create(organization=organization, secret=secret, **kwargs)

@@ -21,6 +21,32 @@ def _deployment_fields(deployment: Mapping) -> dict:
     return {"provider": deployment["provider"], "upstream_model": deployment["upstream_model"]}
 
 
+def _alias_taken(alias: str) -> Conflict:
+    return Conflict(f"The model alias '{alias}' exists already.", code="model_alias_taken")
+
+
+def aliases_falling_back_to(model_alias: ModelAlias) -> list[str]:
+    """The organization's other aliases that name ``model_alias`` among their fallbacks."""
+    # Filtered here rather than with a JSON containment lookup, which SQLite does not support; a
+    # catalog holds tens of aliases, not thousands.
+    others = (
+        ModelAlias.objects.filter(organization_id=model_alias.organization_id)
+        .exclude(pk=model_alias.pk)
+        .values_list("alias", "fallbacks")
+    )
+    return sorted(alias for alias, fallbacks in others if model_alias.alias in fallbacks)
+
+
+def _refuse_if_in_use(model_alias: ModelAlias, doing: str) -> None:
+    users = aliases_falling_back_to(model_alias)
+    if users:
+        raise Conflict(
+            f"Cannot {doing} '{model_alias.alias}' while other aliases fall back to it "
+            f"({', '.join(users)}); remove it from their fallbacks first.",
+            code="model_alias_in_use",
+        )
+
+
 @transaction.atomic
 def model_alias_create(
     *,
@@ -29,14 +55,19 @@ def model_alias_create(
     deployments: Iterable[Mapping],
     fallbacks: Iterable[str] = (),
     description: str = "",
+    is_active: bool = True,
 ) -> ModelAlias:
     try:
         with transaction.atomic():
             model_alias = ModelAlias.objects.create(
-                organization=organization, alias=alias, fallbacks=list(fallbacks), description=description
+                organization=organization,
+                alias=alias,
+                fallbacks=list(fallbacks),
+                description=description,
+                is_active=is_active,
             )
     except IntegrityError as error:
-        raise Conflict(f"The model alias '{alias}' exists already.", code="model_alias_taken") from error
+        raise _alias_taken(alias) from error
     _replace_deployments(model_alias, deployments)
     bump_generation(organization.id)
     return model_alias
@@ -44,9 +75,17 @@ def model_alias_create(
 
 @transaction.atomic
 def model_alias_update(*, model_alias: ModelAlias, deployments: Iterable[Mapping] | None = None, **changes):
+    new_alias = changes.get("alias")
+    if new_alias is not None and new_alias != model_alias.alias:
+        # Fallbacks name aliases; a rename would leave them pointing at nothing.
+        _refuse_if_in_use(model_alias, "rename")
     for field, value in changes.items():
         setattr(model_alias, field, value)
-    model_alias.save(update_fields=[*changes, "updated_at"])
+    try:
+        with transaction.atomic():
+            model_alias.save(update_fields=[*changes, "updated_at"])
+    except IntegrityError as error:
+        raise _alias_taken(model_alias.alias) from error
     if deployments is not None:
         _replace_deployments(model_alias, deployments)
     bump_generation(model_alias.organization_id)
@@ -55,6 +94,7 @@ def model_alias_update(*, model_alias: ModelAlias, deployments: Iterable[Mapping
 
 @transaction.atomic
 def model_alias_delete(*, model_alias: ModelAlias) -> None:
+    _refuse_if_in_use(model_alias, "delete")
     organization_id = model_alias.organization_id
     model_alias.delete()
     bump_generation(organization_id)
@@ -72,3 +112,11 @@ def model_price_create(*, organization: Organization, **fields) -> ModelPrice:
         ) from error
     bump_generation(organization.id)
     return price
+
+
+@transaction.atomic
+def model_price_delete(*, price: ModelPrice) -> None:
+    """Only for the admin console, to remove a version entered by mistake."""
+    organization_id = price.organization_id
+    price.delete()
+    bump_generation(organization_id)

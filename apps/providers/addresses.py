@@ -40,7 +40,14 @@ def check_ip(address: str) -> None:
 
 
 def check_upstream_url(url: str) -> str:
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # parsed lazily: an out-of-range or non-numeric port raises here
+    except ValueError as error:
+        # urllib's message quotes part of the URL; the answer never echoes what may be a secret.
+        raise AddressRefused(
+            "The base URL is not a valid URL (check its port and any IPv6 address).", param="base_url"
+        ) from error
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise AddressRefused("The base URL must be an http(s) URL with a host.", param="base_url")
     if parts.username or parts.password:
@@ -48,7 +55,7 @@ def check_upstream_url(url: str) -> str:
     if parts.query or parts.fragment:
         raise AddressRefused("The base URL must not have a query or fragment.", param="base_url")
     try:
-        infos = socket.getaddrinfo(parts.hostname, parts.port or 443, proto=socket.IPPROTO_TCP)
+        infos = socket.getaddrinfo(parts.hostname, port or 443, proto=socket.IPPROTO_TCP)
     except (socket.gaierror, UnicodeError) as error:
         raise AddressRefused(f"The host {parts.hostname} could not be resolved.", param="base_url") from error
     for info in infos:

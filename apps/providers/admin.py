@@ -3,14 +3,23 @@ from django.contrib import admin
 
 from . import services
 from .addresses import AddressRefused, check_upstream_url
-from .models import ProviderKey
+from .models import ProviderKey, missing_settings
 
 
 class ProviderKeyForm(forms.ModelForm):
     secret = forms.CharField(
         widget=forms.PasswordInput(render_value=False),
         required=False,
+        min_length=4,
+        max_length=4096,
         help_text="The upstream credential. Leave empty to keep the current one; a new value rotates it.",
+    )
+    # Declared so that Django does not build it from the model field with the old default scheme.
+    base_url = forms.URLField(
+        assume_scheme="https",
+        max_length=500,
+        required=False,
+        help_text="Empty for the provider's default; Azure OpenAI and OpenAI-compatible servers need one.",
     )
 
     class Meta:
@@ -29,18 +38,31 @@ class ProviderKeyForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
-        if self.instance._state.adding and not cleaned.get("secret"):
+        adding = self.instance._state.adding
+        if adding and not cleaned.get("secret"):
             self.add_error("secret", "A new provider key needs its secret.")
-        if cleaned.get("base_url"):
+        # Checked again only when it changes: a later, stricter setting must not block draining a key.
+        if cleaned.get("base_url") and (adding or "base_url" in self.changed_data):
             try:
                 cleaned["base_url"] = check_upstream_url(cleaned["base_url"])
             except AddressRefused as error:
                 self.add_error("base_url", error.message)
+        provider = cleaned.get("provider") or self.instance.provider
+        if provider:
+            missing = missing_settings(
+                provider, base_url=cleaned.get("base_url", ""), api_version=cleaned.get("api_version", "")
+            )
+            for field, message in missing.items():
+                if field not in self.errors:
+                    self.add_error(field, message)
         return cleaned
 
 
 @admin.register(ProviderKey)
 class ProviderKeyAdmin(admin.ModelAdmin):
+    """Every write goes through the services, so each one bumps the organization's configuration
+    generation and proxy workers stop using a deleted or rotated key at once."""
+
     form = ProviderKeyForm
     list_display = ("provider", "name", "masked", "organization", "weight", "data_region", "is_active")
     list_filter = ("provider", "data_region", "is_active")
@@ -50,6 +72,12 @@ class ProviderKeyAdmin(admin.ModelAdmin):
     @admin.display(description="Key")
     def masked(self, obj: ProviderKey) -> str:
         return f"…{obj.key_hint}" if obj.key_hint else ""
+
+    def get_readonly_fields(self, request, obj=None):
+        # Moving a key between organizations would leave the first one's workers using it.
+        if obj is not None:
+            return (*self.readonly_fields, "organization", "provider")
+        return self.readonly_fields
 
     def save_model(self, request, obj, form, change) -> None:
         secret = form.cleaned_data.get("secret")
@@ -62,3 +90,10 @@ class ProviderKeyAdmin(admin.ModelAdmin):
         services.provider_key_update(provider_key=obj, **changes)
         if secret:
             services.provider_key_rotate(provider_key=obj, secret=secret)
+
+    def delete_model(self, request, obj: ProviderKey) -> None:
+        services.provider_key_delete(provider_key=obj)
+
+    def delete_queryset(self, request, queryset) -> None:
+        for provider_key in queryset:
+            services.provider_key_delete(provider_key=provider_key)

@@ -20,6 +20,17 @@ DEFAULT_BASE_URLS = {
 }
 
 
+def missing_settings(provider: str, *, base_url: str, api_version: str) -> dict[str, str]:
+    """What a key of ``provider`` lacks before the gateway can call it: field -> message. The API
+    and the admin console both refuse such a key."""
+    missing = {}
+    if provider in (Provider.AZURE_OPENAI, Provider.OPENAI_COMPATIBLE) and not base_url:
+        missing["base_url"] = f"A base URL is required for {provider}: it has no default address."
+    if provider == Provider.AZURE_OPENAI and not api_version:
+        missing["api_version"] = "Azure OpenAI needs an api_version (for example 2024-10-21)."
+    return missing
+
+
 class ProviderKey(UUIDModel):
     """An upstream credential the gateway holds. The secret is encrypted at rest and never shown
     again: responses carry only its last four characters."""

@@ -1,11 +1,23 @@
 import hashlib
 import re
+import warnings
 
 import pytest
 from django.test import Client
+from django.utils.deprecation import RemovedInDjango60Warning
 
+from apps.catalog.models import ModelAlias, ModelPrice
 from apps.keys.models import ApiKey
-from tests.factories import TeamFactory, UserFactory
+from apps.providers.models import ProviderKey
+from tests.factories import (
+    DeploymentFactory,
+    ModelAliasFactory,
+    ModelPriceFactory,
+    TeamFactory,
+    UserFactory,
+    create_provider_key,
+)
+from tests.management.generations import bumps_generation
 
 
 @pytest.fixture
@@ -52,3 +64,206 @@ def test_the_admin_console_revokes_keys(admin_browser, api_key):
     assert response.status_code == 200
     key.refresh_from_db()
     assert key.status == "revoked"
+
+
+# --- provider keys -----------------------------------------------------------------------------
+
+PROVIDER_KEYS = "/admin/providers/providerkey"
+
+
+def provider_key_form(organization, **overrides) -> dict:
+    return {
+        "organization": organization.id,
+        "provider": "openai",
+        "name": "from the console",
+        "weight": "1",
+        "data_region": "us",
+        "base_url": "",
+        "api_version": "",
+        "supports_stream_usage": "on",
+        "is_active": "on",
+        "secret": "sk-console-secret-5555",
+        **overrides,
+    }
+
+
+def test_the_provider_key_form_renders_without_deprecation_warnings(admin_browser, organization):
+    key = create_provider_key(organization)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RemovedInDjango60Warning)
+        add = admin_browser.get(f"{PROVIDER_KEYS}/add/")
+        change = admin_browser.get(f"{PROVIDER_KEYS}/{key.id}/change/")
+
+    assert add.status_code == 200
+    assert change.status_code == 200
+
+
+def test_the_admin_console_creates_a_provider_key_with_an_encrypted_secret(admin_browser, organization):
+    response = admin_browser.post(f"{PROVIDER_KEYS}/add/", provider_key_form(organization))
+
+    assert response.status_code == 302, response.content.decode()
+    key = ProviderKey.objects.get()
+    assert key.organization == organization
+    assert key.secret() == "sk-console-secret-5555"
+    assert "sk-console-secret-5555" not in key.secret_encrypted
+    detail = admin_browser.get(f"{PROVIDER_KEYS}/{key.id}/change/").content.decode()
+    assert "sk-console-secret-5555" not in detail
+    assert key.secret_encrypted not in detail
+    assert "…5555" in detail
+
+
+def test_the_admin_console_rotates_a_provider_key_when_a_new_secret_is_given(admin_browser, organization):
+    key = create_provider_key(organization, secret="sk-old-secret-1111")
+    form = provider_key_form(organization, secret="sk-new-secret-2222", weight="4")
+    del form["organization"]
+
+    response = admin_browser.post(f"{PROVIDER_KEYS}/{key.id}/change/", form)
+
+    assert response.status_code == 302, response.content.decode()
+    key.refresh_from_db()
+    assert key.secret() == "sk-new-secret-2222"
+    assert key.rotated_at is not None
+    assert key.weight == 4
+
+
+def test_the_admin_console_cannot_move_a_provider_key_to_another_organization(
+    admin_browser, organization, outsider
+):
+    key = create_provider_key(organization)
+    form = provider_key_form(outsider.organization, secret="")
+
+    admin_browser.post(f"{PROVIDER_KEYS}/{key.id}/change/", form)
+
+    key.refresh_from_db()
+    assert key.organization == organization
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"provider": "openai_compatible", "base_url": "http://169.254.169.254/"}, "never allowed"),
+        ({"provider": "openai_compatible"}, "A base URL is required"),
+        ({"provider": "azure_openai", "base_url": "https://8.8.8.8"}, "api_version"),
+        ({"secret": ""}, "needs its secret"),
+    ],
+)
+def test_the_admin_console_refuses_a_provider_key_the_api_would_refuse(
+    admin_browser, organization, overrides, message
+):
+    response = admin_browser.post(f"{PROVIDER_KEYS}/add/", provider_key_form(organization, **overrides))
+
+    assert response.status_code == 200
+    assert message in response.content.decode()
+    assert not ProviderKey.objects.exists()
+
+
+def test_deleting_a_provider_key_in_the_admin_console_bumps_the_generation(
+    admin_browser, organization, django_capture_on_commit_callbacks
+):
+    one, many = create_provider_key(organization), create_provider_key(organization)
+
+    with bumps_generation(organization, django_capture_on_commit_callbacks):
+        admin_browser.post(f"{PROVIDER_KEYS}/{one.id}/delete/", {"post": "yes"})
+    with bumps_generation(organization, django_capture_on_commit_callbacks):
+        admin_browser.post(
+            f"{PROVIDER_KEYS}/", {"action": "delete_selected", "_selected_action": [many.id], "post": "yes"}
+        )
+
+    assert not ProviderKey.objects.exists()
+
+
+# --- catalog -----------------------------------------------------------------------------------
+
+
+def test_deleting_catalog_entries_in_the_admin_console_bumps_the_generation(
+    admin_browser, organization, django_capture_on_commit_callbacks
+):
+    model_alias = ModelAliasFactory(organization=organization)
+    price = ModelPriceFactory(organization=organization)
+
+    with bumps_generation(organization, django_capture_on_commit_callbacks):
+        admin_browser.post(f"/admin/catalog/modelalias/{model_alias.id}/delete/", {"post": "yes"})
+    with bumps_generation(organization, django_capture_on_commit_callbacks):
+        admin_browser.post(f"/admin/catalog/modelprice/{price.id}/delete/", {"post": "yes"})
+
+    assert not ModelAlias.objects.exists()
+    assert not ModelPrice.objects.exists()
+
+
+def test_the_admin_console_refuses_to_delete_an_alias_another_falls_back_to(admin_browser, organization):
+    cheap = ModelAliasFactory(organization=organization, alias="cheap")
+    DeploymentFactory(alias=ModelAliasFactory(organization=organization, alias="smart", fallbacks=["cheap"]))
+
+    response = admin_browser.post(f"/admin/catalog/modelalias/{cheap.id}/delete/", {"post": "yes"})
+
+    assert response.status_code == 200
+    assert "smart" in response.content.decode()
+    assert ModelAlias.objects.filter(pk=cheap.pk).exists()
+
+
+def test_a_price_version_is_read_only_in_the_admin_console(admin_browser, organization):
+    price = ModelPriceFactory(organization=organization)
+
+    admin_browser.post(
+        f"/admin/catalog/modelprice/{price.id}/change/",
+        {
+            "organization": organization.id,
+            "provider": "openai",
+            "model": "gpt-4o-mini",
+            "input_per_mtok": "9",
+            "output_per_mtok": "9",
+            "effective_from_0": "2025-01-01",
+            "effective_from_1": "00:00:00",
+        },
+    )
+
+    price.refresh_from_db()
+    assert str(price.input_per_mtok) == "0.150000"
+
+
+def test_the_admin_console_refuses_a_fallback_the_organization_does_not_have(
+    admin_browser, organization, outsider
+):
+    ModelAliasFactory(organization=outsider.organization, alias="theirs")
+    form = {
+        "organization": organization.id,
+        "alias": "fast",
+        "description": "",
+        "fallbacks": '["theirs"]',
+        "is_active": "on",
+        "deployments-TOTAL_FORMS": "1",
+        "deployments-INITIAL_FORMS": "0",
+        "deployments-0-provider": "openai",
+        "deployments-0-upstream_model": "gpt-4o-mini",
+        "deployments-0-priority": "0",
+    }
+
+    response = admin_browser.post("/admin/catalog/modelalias/add/", form)
+
+    assert response.status_code == 200
+    assert "No such model alias: theirs." in response.content.decode()
+    assert not ModelAlias.objects.filter(organization=organization).exists()
+
+    form["fallbacks"] = "[]"
+    assert admin_browser.post("/admin/catalog/modelalias/add/", form).status_code == 302
+    assert ModelAlias.objects.get(organization=organization).deployments.count() == 1
+
+
+def test_the_admin_console_refuses_to_rename_an_alias_to_a_taken_name(admin_browser, organization):
+    ModelAliasFactory(organization=organization, alias="taken")
+    mine = ModelAliasFactory(organization=organization, alias="mine")
+    form = {
+        "alias": "taken",
+        "description": "",
+        "fallbacks": "[]",
+        "is_active": "on",
+        "deployments-TOTAL_FORMS": "0",
+        "deployments-INITIAL_FORMS": "0",
+    }
+
+    response = admin_browser.post(f"/admin/catalog/modelalias/{mine.id}/change/", form)
+
+    assert response.status_code == 200
+    assert "has a model alias with that name already" in response.content.decode()
+    mine.refresh_from_db()
+    assert mine.alias == "mine"

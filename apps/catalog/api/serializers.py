@@ -1,3 +1,4 @@
+from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from apps.catalog.models import Deployment, ModelAlias, ModelPrice
@@ -5,6 +6,16 @@ from apps.core.api.fields import StrictCharField
 from apps.providers.models import Provider
 
 ALIAS_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@\-]{0,199}$"
+ALIAS_MESSAGE = (
+    "Letters, digits and . _ : @ - only, starting with a letter or digit; a '/' means provider/model."
+)
+
+
+def alias_field(**kwargs) -> StrictCharField:
+    """An alias name: a string (not a number) that cannot be read as ``provider/model``."""
+    return StrictCharField(
+        max_length=200, validators=[RegexValidator(ALIAS_PATTERN, ALIAS_MESSAGE)], **kwargs
+    )
 
 
 class DeploymentSerializer(serializers.ModelSerializer):
@@ -19,15 +30,10 @@ class DeploymentSerializer(serializers.ModelSerializer):
 
 
 class ModelAliasSerializer(serializers.ModelSerializer):
-    alias = serializers.RegexField(
-        ALIAS_PATTERN,
-        error_messages={"invalid": "Letters, digits and . _ : @ - only; a '/' means provider/model."},
-    )
+    alias = alias_field()
     description = StrictCharField(max_length=500, required=False, allow_blank=True)
     deployments = DeploymentSerializer(many=True)
-    fallbacks = serializers.ListField(
-        child=serializers.RegexField(ALIAS_PATTERN), required=False, max_length=10
-    )
+    fallbacks = serializers.ListField(child=alias_field(), required=False, max_length=10)
 
     class Meta:
         model = ModelAlias
@@ -93,3 +99,19 @@ class ModelPriceSerializer(serializers.ModelSerializer):
             "created_at",
         )
         read_only_fields = ("id", "created_at")
+
+
+class ShippedPriceSerializer(serializers.Serializer):
+    """A row of the price table the gateway ships with (apps/catalog/pricing.py)."""
+
+    provider = serializers.CharField()
+    model = serializers.CharField()
+    input_per_mtok = serializers.DecimalField(max_digits=14, decimal_places=6, source="price.input")
+    cached_input_per_mtok = serializers.DecimalField(
+        max_digits=14, decimal_places=6, source="price.cached_input", allow_null=True
+    )
+    output_per_mtok = serializers.DecimalField(max_digits=14, decimal_places=6, source="price.output")
+    reasoning_per_mtok = serializers.DecimalField(
+        max_digits=14, decimal_places=6, source="price.reasoning", allow_null=True
+    )
+    effective_from = serializers.DateTimeField(source="price.effective_from")

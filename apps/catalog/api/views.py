@@ -8,7 +8,7 @@ from apps.catalog.models import ModelAlias, ModelPrice
 from apps.catalog.pricing import SHIPPED_PRICES
 from apps.core.api.tenancy import OrganizationScopedViewSet
 
-from .serializers import ModelAliasSerializer, ModelPriceSerializer
+from .serializers import ModelAliasSerializer, ModelPriceSerializer, ShippedPriceSerializer
 
 
 class ModelAliasViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OrganizationScopedViewSet):
@@ -49,21 +49,13 @@ class ModelPriceViewSet(mixins.ListModelMixin, OrganizationScopedViewSet):
         price = services.model_price_create(organization=self.organization, **serializer.validated_data)
         return Response(self.get_serializer(price).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(responses={200: ModelPriceSerializer(many=True)})
+    @extend_schema(responses={200: ShippedPriceSerializer(many=True)})
     @action(detail=False, methods=["get"], pagination_class=None)
     def shipped(self, request):
         """The list prices the gateway ships with, used where the organization set none."""
         rows = [
-            {
-                "provider": provider,
-                "model": model,
-                "input_per_mtok": str(price.input),
-                "cached_input_per_mtok": str(price.cached_input) if price.cached_input is not None else None,
-                "output_per_mtok": str(price.output),
-                "reasoning_per_mtok": str(price.reasoning) if price.reasoning is not None else None,
-                "effective_from": price.effective_from.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            }
+            {"provider": provider, "model": model, "price": price}
             for (provider, model), versions in SHIPPED_PRICES.items()
             for price in versions
         ]
-        return Response(rows)
+        return Response(ShippedPriceSerializer(rows, many=True).data)

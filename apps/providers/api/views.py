@@ -36,7 +36,7 @@ class ProviderKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Organ
     @extend_schema(request=ProviderKeyUpdateSerializer, responses={200: ProviderKeySerializer})
     def partial_update(self, request, pk=None):
         provider_key = self.get_object()
-        serializer = ProviderKeyUpdateSerializer(data=request.data, partial=True)
+        serializer = ProviderKeyUpdateSerializer(provider_key, data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         provider_key = services.provider_key_update(provider_key=provider_key, **serializer.validated_data)
         return Response(ProviderKeySerializer(provider_key).data)

@@ -39,6 +39,8 @@ INSTALLED_APPS = [
     "apps.providers",
     "apps.catalog",
     "apps.proxy",
+    "apps.outbox",
+    "apps.audit",
 ]
 
 # Only the management surface pays for this stack: /v1/ is served by the lean proxy app
@@ -90,8 +92,10 @@ elif _db["ENGINE"] == "django.db.backends.postgresql":
     # Under ASGI every request may run on another thread: pool connections instead of keeping one
     # per thread (CONN_MAX_AGE must then be 0).
     _db["CONN_MAX_AGE"] = 0
+    # A database that stops answering must fail fast: callers (the outbox writer) fall back then.
+    _db.setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
     if env.bool("DATABASE_POOL", default=True):
-        _db.setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": env.int("DATABASE_POOL_SIZE", 10)}
+        _db["OPTIONS"]["pool"] = {"min_size": 1, "max_size": env.int("DATABASE_POOL_SIZE", 10), "timeout": 5}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Cache and Redis ------------------------------------------------------------------------
@@ -261,3 +265,12 @@ GATEWAY_BREAKER_COOLDOWN_SECONDS = env.float("GATEWAY_BREAKER_COOLDOWN_SECONDS",
 GATEWAY_UPSTREAM_MAX_CONNECTIONS = env.int("GATEWAY_UPSTREAM_MAX_CONNECTIONS", default=1000)
 if GATEWAY_MAX_ATTEMPTS < 1 or GATEWAY_REQUEST_DEADLINE_SECONDS <= 0:
     raise ImproperlyConfigured("GATEWAY_MAX_ATTEMPTS must be >= 1 and GATEWAY_REQUEST_DEADLINE_SECONDS > 0")
+
+# --- The off-request path (apps/outbox) and the audit log (apps/audit) -----------------------
+# Where a worker spools what it could not write (database down); replayed when it is back. Keep it
+# on a persistent local disk.
+GATEWAY_OUTBOX_DIR = env.str("GATEWAY_OUTBOX_DIR", default=str(DATA_DIR / "outbox"))
+GATEWAY_OUTBOX_BATCH_SIZE = env.int("GATEWAY_OUTBOX_BATCH_SIZE", default=500)
+GATEWAY_OUTBOX_FLUSH_SECONDS = env.float("GATEWAY_OUTBOX_FLUSH_SECONDS", default=0.2)
+# Request and response bodies kept in an audit entry are cut at this many bytes each.
+GATEWAY_AUDIT_MAX_BODY_BYTES = env.int("GATEWAY_AUDIT_MAX_BODY_BYTES", default=64 * 1024)

@@ -32,3 +32,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 
 # The tests' upstreams are real servers on loopback.
 GATEWAY_ALLOW_PRIVATE_UPSTREAMS = True
+
+# Each run spools to its own directory, never the developer's.
+GATEWAY_OUTBOX_DIR = str(DATA_DIR / f"outbox-test-{os.getpid()}")
+GATEWAY_OUTBOX_FLUSH_SECONDS = 0.02

@@ -133,11 +133,11 @@ class ProxyApp:
         require_permission(key, route.permissions)
         # Read only after the key is known, so anonymous clients cannot make the gateway buffer bodies.
         request.body = await read_body(receive, request.headers, settings.GATEWAY_MAX_BODY_BYTES)
-        record.request_body = request.body
         key_usage.note(key.id)
         request.config = await config_store.get(key.organization_id, generation)
         if request.config is None:  # the organization was deleted after the key was cached
             raise NotFound("This API key's organization no longer exists.", code="organization_not_found")
+        record.log_bodies = request.config.log_bodies
         return await route.view(request)
 
     def error_response(self, record: RequestRecord, error: GatewayError) -> ProxyResponse:
@@ -169,7 +169,10 @@ class ProxyApp:
         return headers
 
     async def send_response(self, send, request: ProxyRequest, response: ProxyResponse) -> None:
-        request.record.status = response.status
+        record = request.record
+        record.status = response.status
+        if record.log_bodies != "metadata":
+            record.request_body, record.response_body = request.body, response.body
         headers = {"content-type": "application/json", **self.gateway_headers(request, stream=False)}
         headers.update(response.headers)
         await send({"type": "http.response.start", "status": response.status, "headers": _encode(headers)})
@@ -178,7 +181,11 @@ class ProxyApp:
     async def send_stream(self, send, receive, request: ProxyRequest, response: ProxyStream) -> None:
         """Sends the stream chunk by chunk; a client that goes away cancels it (and with it the
         upstream request)."""
-        request.record.status = response.status
+        record = request.record
+        record.status = response.status
+        keep_body = record.log_bodies != "metadata"
+        if keep_body:
+            record.request_body = request.body
         headers = {
             "content-type": "text/event-stream; charset=utf-8",
             "cache-control": "no-cache",
@@ -187,7 +194,7 @@ class ProxyApp:
             **response.headers,
         }
         await send({"type": "http.response.start", "status": response.status, "headers": _encode(headers)})
-        pump = asyncio.ensure_future(_pump(send, response))
+        pump = asyncio.ensure_future(_pump(send, response, record if keep_body else None))
         watch = asyncio.ensure_future(_until_disconnect(receive))
         try:
             await asyncio.wait({pump, watch}, return_when=asyncio.FIRST_COMPLETED)
@@ -201,9 +208,19 @@ class ProxyApp:
             await response.chunks.aclose()
 
 
-async def _pump(send, response: ProxyStream) -> None:
-    async for chunk in response.chunks:
-        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+async def _pump(send, response: ProxyStream, record: RequestRecord | None) -> None:
+    """Sends the chunks; keeps what the audit log may store of them when ``record`` is given."""
+    kept: list[bytes] = []
+    size, limit = 0, settings.GATEWAY_AUDIT_MAX_BODY_BYTES
+    try:
+        async for chunk in response.chunks:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            if record is not None and size < limit:
+                kept.append(chunk)
+                size += len(chunk)
+    finally:
+        if record is not None:
+            record.response_body = b"".join(kept)
     await send({"type": "http.response.body", "body": b""})
 
 

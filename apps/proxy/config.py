@@ -65,6 +65,7 @@ class OrganizationConfig:
     organization_id: str
     generation: int
     allowed_data_regions: frozenset[str]
+    log_bodies: str
     keys_by_provider: dict[str, tuple[ProviderKeyConfig, ...]]
     aliases: dict[str, AliasConfig]
     teams_by_id: dict[str, TeamConfig]
@@ -111,7 +112,9 @@ def _usable_address(base_url: str) -> bool:
 def load_organization_config(organization_id: str, generation: int) -> OrganizationConfig | None:
     import json
 
-    organization = Organization.objects.filter(pk=organization_id).only("allowed_data_regions").first()
+    organization = (
+        Organization.objects.filter(pk=organization_id).only("allowed_data_regions", "log_bodies").first()
+    )
     if organization is None:
         return None
     keys: dict[str, list[ProviderKeyConfig]] = {}
@@ -171,6 +174,7 @@ def load_organization_config(organization_id: str, generation: int) -> Organizat
         organization_id=organization_id,
         generation=generation,
         allowed_data_regions=frozenset(organization.allowed_data_regions),
+        log_bodies=organization.log_bodies,
         keys_by_provider={provider: tuple(rows) for provider, rows in keys.items()},
         aliases=aliases,
         teams_by_id={team.id: team for team in teams},

@@ -50,6 +50,7 @@ class RequestRecord:
     cache: str = "bypass"
     policy_action: str | None = None
     policy_reason: str | None = None
+    policy_decisions: list[dict] = field(default_factory=list)
     status: int = 200
     error_type: str | None = None
     error_code: str | None = None
@@ -61,6 +62,8 @@ class RequestRecord:
     # Streams: whether the client saw the whole answer, and why not.
     stream_completed: bool | None = None
     client_disconnected: bool = False
+    # What the organization keeps of bodies in its audit log: full, redacted or metadata (none).
+    log_bodies: str = "metadata"
     request_body: bytes = b""
     response_body: bytes = b""
 

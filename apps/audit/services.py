@@ -1,0 +1,105 @@
+"""Writing the audit log: every proxied request's record becomes one entry, off the request.
+
+The proxy hands each finished request's record to ``on_record`` listeners (apps/proxy/records.py);
+the listener here only puts it in the outbox (apps/outbox), whose writer thread turns it into a row
+(``entry_payload``) and bulk-inserts batches (``audit_entries_write``), idempotently by request id.
+"""
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+
+from apps.outbox.outbox import outbox
+
+from .models import AuditEntry
+from .redaction import kept_body
+
+KIND = "audit"
+
+
+def connect() -> None:
+    """Called once at start-up (AuditConfig.ready)."""
+    from apps.proxy.records import on_record
+
+    outbox().register(KIND, audit_entries_write, prepare=entry_payload)
+    on_record(_enqueue)
+
+
+def _enqueue(record) -> None:
+    # Requests refused before their key was known belong to no organization: they are in the server
+    # log only.
+    if record.organization_id is not None:
+        outbox().put(KIND, record)
+
+
+def entry_payload(record) -> dict[str, Any]:
+    """A request record as a JSON-able row; runs on the outbox's thread, never on the request."""
+    usage = record.usage
+    limit = settings.GATEWAY_AUDIT_MAX_BODY_BYTES
+    return {
+        "id": record.request_id,
+        "organization_id": record.organization_id,
+        "created_at": record.started_at.isoformat(),
+        "endpoint": record.endpoint,
+        "team_id": record.team_id,
+        "api_key_id": record.api_key_id,
+        "api_key_prefix": record.api_key_prefix or "",
+        "requested_model": (record.requested_model or "")[:200],
+        "provider": record.provider or "",
+        "provider_key_id": record.provider_key_id,
+        "model": (record.model or "")[:200],
+        "stream": record.stream,
+        "stream_completed": record.stream_completed,
+        "client_disconnected": record.client_disconnected,
+        "status": record.status,
+        "error_type": record.error_type or "",
+        "error_code": record.error_code or "",
+        "attempts": [
+            {
+                "provider": a.provider,
+                "provider_key_id": a.provider_key_id,
+                "model": a.model,
+                "alias": a.alias,
+                "status": a.status,
+                "outcome": a.outcome,
+                "latency_ms": a.latency_ms,
+                "error": a.error,
+            }
+            for a in record.attempts
+        ],
+        "cache": record.cache,
+        "policy_action": record.policy_action or "",
+        "policy_reason": record.policy_reason or "",
+        "policy_decisions": list(record.policy_decisions),
+        "input_tokens": usage.input_tokens if usage else 0,
+        "output_tokens": usage.output_tokens if usage else 0,
+        "cached_input_tokens": usage.cached_input_tokens if usage else 0,
+        "reasoning_tokens": usage.reasoning_tokens if usage else 0,
+        "usage_estimated": usage.estimated if usage else False,
+        "cost_usd": str(record.cost_usd),
+        "latency_ms": record.latency_ms,
+        "ttft_ms": record.ttft_ms,
+        "upstream_ms": round(record.upstream_ms, 2),
+        "client_ip": record.client_ip or None,
+        "user_agent": record.user_agent,
+        "body_mode": record.log_bodies,
+        "request_body": kept_body(record.request_body, record.log_bodies, limit),
+        "response_body": kept_body(record.response_body, record.log_bodies, limit),
+    }
+
+
+def audit_entries_write(payloads: list[dict[str, Any]]) -> None:
+    """Inserts entries; one that exists already (a replayed batch) is left as it is."""
+    entries = [
+        AuditEntry(
+            **{
+                **payload,
+                "created_at": datetime.fromisoformat(payload["created_at"]),
+                "cost_usd": Decimal(payload["cost_usd"]),
+            }
+        )
+        for payload in payloads
+    ]
+    AuditEntry.objects.bulk_create(entries, ignore_conflicts=True)

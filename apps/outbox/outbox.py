@@ -1,0 +1,289 @@
+"""The off-request path: what a request leaves behind (its audit entry, later budget and webhook
+events) is put here and written by a background thread, in batches, never on the request.
+
+- ``put(kind, item)`` is all the hot path does: an append to an in-memory queue (no I/O, no lock
+  held for long), from the event loop or any thread.
+- A writer thread takes batches, turns items into JSON-able payloads with the kind's ``prepare``
+  and hands them to the kind's handler (bulk inserts). Handlers must be idempotent: a batch may be
+  delivered twice after a crash or a replay.
+- A batch that fails is retried briefly; if the database is still unavailable it is spilled to a
+  durable local spool (``spool.py``) and the writer keeps spilling until a probe succeeds, then
+  replays the spool. A batch that fails while the database answers holds a bad item: its items are
+  delivered one by one and the bad ones go to a dead-letter file, logged, so they never block the rest.
+- At shutdown (``atexit``, which Daphne and Celery reach on SIGTERM) the queue is drained: delivered
+  if the database answers, spooled if not. Nothing that was put is lost by a restart.
+"""
+
+import atexit
+import json
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, connection, connections
+
+from .spool import Spool
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[list[dict[str, Any]]], None]
+Prepare = Callable[[Any], dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    handler: Handler
+    prepare: Prepare
+
+
+class Outbox:
+    def __init__(
+        self,
+        spool_dir: Path,
+        *,
+        batch_size: int = 500,
+        flush_seconds: float = 0.2,
+        probe_seconds: float = 1.0,
+        retries: tuple[float, ...] = (0.05, 0.25),
+    ) -> None:
+        self.spool = Spool(spool_dir)
+        self.batch_size = batch_size
+        self.flush_seconds = flush_seconds
+        self.probe_seconds = probe_seconds
+        self.retries = retries
+        self._kinds: dict[str, Kind] = {}
+        self._queue: deque[tuple[str, Any]] = deque()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+        self._healthy = True
+        self._next_probe = 0.0
+        self._in_hand = 0  # items taken from the queue and not yet delivered or spooled
+        # Counters, for health checks and tests.
+        self.delivered = 0
+        self.spilled = 0
+        self.dead_lettered = 0
+
+    # --- Producers -------------------------------------------------------------------------------
+
+    def register(self, kind: str, handler: Handler, *, prepare: Prepare = dict) -> None:
+        self._kinds[kind] = Kind(handler=handler, prepare=prepare)
+
+    def put(self, kind: str, item: Any) -> None:
+        """Never blocks and never fails: the hot path's only contact with the outbox."""
+        self._queue.append((kind, item))
+        if self._thread is None or not self._thread.is_alive():
+            self._start()
+        if len(self._queue) >= self.batch_size:
+            self._wake.set()
+
+    @property
+    def backlog(self) -> int:
+        return len(self._queue)
+
+    # --- The writer thread -------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        with self._start_lock:
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._stop.clear()
+            self.spool.recover()
+            self._thread = threading.Thread(target=self._run, name="outbox-writer", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self._wake.wait(self.flush_seconds)
+                self._wake.clear()
+                self._work()
+        finally:
+            connections.close_all()
+
+    def _work(self) -> None:
+        while self._queue:
+            batch = self._take(self.batch_size)
+            try:
+                self._deliver(batch)
+            finally:
+                self._in_hand = 0
+        if self.spool.has_pending() and time.monotonic() >= self._next_probe:
+            self._replay()
+
+    def _take(self, limit: int) -> list[tuple[str, Any]]:
+        batch = []
+        while self._queue and len(batch) < limit:
+            self._in_hand = len(batch) + 1  # before the pop, so flush() never sees the item nowhere
+            batch.append(self._queue.popleft())
+        return batch
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Waits until everything put so far has been delivered or spooled (tests, shutdown)."""
+        deadline = time.monotonic() + timeout
+        while (self._queue or self._in_hand) and time.monotonic() < deadline:
+            self._wake.set()
+            time.sleep(0.005)
+        return not (self._queue or self._in_hand)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Drains the queue and stops the writer. Whatever cannot be delivered is spooled."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if self._queue:
+            # The writer is gone or stuck: this thread delivers what is left, or spools it.
+            batch = self._take(len(self._queue))
+            self._deliver(batch)
+        self.spool.seal()
+        connections.close_all()
+
+    # --- Delivery -----------------------------------------------------------------------------------
+
+    def _prepared(self, batch: list[tuple[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        grouped: dict[str, list[dict[str, Any]]] = {}
+        for kind, item in batch:
+            definition = self._kinds.get(kind)
+            if definition is None:
+                logger.error("Outbox: no handler for kind %r; item dead-lettered", kind)
+                self._dead_letter(kind, item)
+                continue
+            try:
+                payload = item if isinstance(item, dict) else definition.prepare(item)
+            except Exception:
+                logger.exception("Outbox: could not prepare a %r item; dead-lettered", kind)
+                self._dead_letter(kind, repr(item))
+                continue
+            grouped.setdefault(kind, []).append(payload)
+        return grouped
+
+    def _deliver(self, batch: list[tuple[str, Any]]) -> None:
+        for kind, payloads in self._prepared(batch).items():
+            if not self._healthy and time.monotonic() < self._next_probe:
+                self._spill(kind, payloads)
+                continue
+            if self._try(kind, payloads, retries=self.retries if self._healthy else ()):
+                self._healthy = True
+                continue
+            if self._database_answers():
+                self._isolate(kind, payloads)
+            else:
+                self._spill(kind, payloads)
+                self._healthy = False
+                self._next_probe = time.monotonic() + self.probe_seconds
+
+    def _try(self, kind: str, payloads: list[dict[str, Any]], *, retries: tuple[float, ...] = ()) -> bool:
+        for pause in (0.0, *retries):
+            if pause:
+                time.sleep(pause)
+            close_old_connections()
+            try:
+                self._kinds[kind].handler(payloads)
+            except Exception as error:
+                logger.warning("Outbox: delivering %d %r item(s) failed: %s", len(payloads), kind, error)
+                connections.close_all()  # a broken connection must not be reused
+                continue
+            self.delivered += len(payloads)
+            return True
+        return False
+
+    def _isolate(self, kind: str, payloads: list[dict[str, Any]]) -> None:
+        """The database answers but the batch fails: deliver item by item, dead-letter the bad."""
+        for payload in payloads:
+            if not self._try(kind, [payload]):
+                logger.error("Outbox: a %r item was refused by its handler; dead-lettered", kind)
+                self._dead_letter(kind, payload)
+
+    def _spill(self, kind: str, payloads: list[dict[str, Any]]) -> None:
+        try:
+            self.spool.append([(kind, payload) for payload in payloads])
+        except OSError:
+            logger.exception("Outbox: could not spool %d %r item(s); they are lost", len(payloads), kind)
+            return
+        self.spilled += len(payloads)
+
+    def _database_answers(self) -> bool:
+        try:
+            close_old_connections()
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+            return True
+        except Exception:
+            connections.close_all()
+            return False
+
+    def _replay(self) -> None:
+        """Delivers spooled files, oldest first; stops at the first failure and probes again later."""
+        self.spool.seal()
+        for path in self.spool.sealed_files():
+            claimed = self.spool.claim(path)
+            if claimed is None:
+                continue
+            try:
+                delivered = self._replay_file(claimed)
+            except (OSError, ValueError, KeyError):
+                logger.exception("Outbox: spool file %s is unreadable; kept aside", claimed.name)
+                claimed.rename(claimed.with_suffix(".unreadable"))
+                continue
+            if not delivered:
+                self.spool.release(claimed)
+                self._healthy = False
+                self._next_probe = time.monotonic() + self.probe_seconds
+                return
+            claimed.unlink()
+            logger.info("Outbox: replayed spool file %s", claimed.name)
+        self._healthy = True
+
+    def _replay_file(self, claimed: Path) -> bool:
+        grouped: dict[str, list[dict[str, Any]]] = {}
+        for kind, payload in self.spool.read(claimed):
+            grouped.setdefault(kind, []).append(payload)
+        for kind, payloads in grouped.items():
+            if kind not in self._kinds:
+                for payload in payloads:
+                    self._dead_letter(kind, payload)
+                continue
+            for start in range(0, len(payloads), self.batch_size):
+                chunk = payloads[start : start + self.batch_size]
+                if self._try(kind, chunk):
+                    continue
+                if not self._database_answers():
+                    return False
+                self._isolate(kind, chunk)
+        return True
+
+    def _dead_letter(self, kind: str, payload: Any) -> None:
+        self.dead_lettered += 1
+        try:
+            self.spool.directory.mkdir(parents=True, exist_ok=True)
+            with open(self.spool.directory / "dead-letter.jsonl.failed", "a", encoding="utf-8") as file:
+                file.write(json.dumps({"kind": kind, "payload": payload}, default=str) + "\n")
+        except OSError:
+            logger.exception("Outbox: could not write the dead-letter file")
+
+
+_outbox: Outbox | None = None
+_outbox_lock = threading.Lock()
+
+
+def outbox() -> Outbox:
+    """This process's outbox, created on first use and drained at exit."""
+    global _outbox
+    if _outbox is None:
+        with _outbox_lock:
+            if _outbox is None:
+                _outbox = Outbox(
+                    Path(settings.GATEWAY_OUTBOX_DIR),
+                    batch_size=settings.GATEWAY_OUTBOX_BATCH_SIZE,
+                    flush_seconds=settings.GATEWAY_OUTBOX_FLUSH_SECONDS,
+                )
+                atexit.register(_outbox.close)
+    return _outbox

@@ -1,0 +1,117 @@
+"""A durable local spool: what the outbox could not deliver waits here, on disk, until it can.
+
+Each process appends to its own file (JSON Lines, flushed and fsynced per batch) named
+``<pid>-<time>-<n>.jsonl.open`` while it writes, and renamed ``.jsonl`` when sealed. A sealed file is
+replayed by whichever process claims it first: claiming is an atomic rename to
+``.jsonl.replaying-<pid>``, so two workers never replay the same file. A replayed file is deleted only
+after every entry in it was delivered; handlers are idempotent, so a file replayed twice after a crash
+does no harm. Files left open or claimed by a process that died are put back at start-up.
+"""
+
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+_OPEN = ".open"
+_CLAIMED = ".replaying-"
+
+
+class Spool:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._file = None
+        self._path: Path | None = None
+        self._sequence = 0
+
+    def append(self, entries: list[tuple[str, Any]]) -> None:
+        """Writes ``(kind, payload)`` entries durably; payloads must be JSON-serialisable."""
+        if not entries:
+            return
+        if self._file is None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._sequence += 1
+            name = f"{os.getpid()}-{time.time_ns()}-{self._sequence}.jsonl{_OPEN}"
+            self._path = self.directory / name
+            self._file = open(self._path, "a", encoding="utf-8")
+        lines = "".join(
+            json.dumps({"kind": kind, "payload": payload}, default=str) + "\n" for kind, payload in entries
+        )
+        self._file.write(lines)
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def seal(self) -> None:
+        """Closes the file being written, so that it can be replayed."""
+        if self._file is not None:
+            self._file.close()
+            assert self._path is not None
+            self._path.rename(self._path.with_name(self._path.name.removesuffix(_OPEN)))
+            self._file = self._path = None
+
+    @property
+    def writing(self) -> bool:
+        return self._file is not None
+
+    def sealed_files(self) -> list[Path]:
+        if not self.directory.exists():
+            return []
+        return sorted(path for path in self.directory.iterdir() if path.name.endswith(".jsonl"))
+
+    def has_pending(self) -> bool:
+        return self.writing or bool(self.sealed_files())
+
+    def claim(self, path: Path) -> Path | None:
+        claimed = path.with_name(f"{path.name}{_CLAIMED}{os.getpid()}")
+        try:
+            path.rename(claimed)
+        except FileNotFoundError:
+            return None  # another process claimed it first
+        return claimed
+
+    @staticmethod
+    def release(claimed: Path) -> None:
+        claimed.rename(claimed.with_name(claimed.name.split(_CLAIMED, 1)[0]))
+
+    @staticmethod
+    def read(claimed: Path) -> Iterator[tuple[str, Any]]:
+        with open(claimed, encoding="utf-8") as lines:
+            for number, line in enumerate(lines, start=1):
+                if not line.endswith("\n"):
+                    # A line cut by a crash mid-write was never acknowledged; everything before counts.
+                    logger.warning("Outbox spool %s: incomplete line %d skipped", claimed.name, number)
+                    continue
+                entry = json.loads(line)
+                yield entry["kind"], entry["payload"]
+
+    def recover(self) -> None:
+        """Puts back files that a process which has died left open or claimed. Called before this
+        process writes or claims anything, so files under its own pid are a previous life's (a
+        container restarts with the same pids)."""
+        if not self.directory.exists():
+            return
+        for path in self.directory.iterdir():
+            name = path.name
+            if path == self._path:
+                continue
+            if name.endswith(_OPEN) and not _alive(name.split("-", 1)[0]):
+                path.rename(path.with_name(name.removesuffix(_OPEN)))
+            elif _CLAIMED in name and not _alive(name.rsplit(_CLAIMED, 1)[1]):
+                self.release(path)
+
+
+def _alive(pid: str) -> bool:
+    if pid == str(os.getpid()):
+        return False  # see recover()
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True

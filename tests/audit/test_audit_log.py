@@ -1,0 +1,143 @@
+"""Every proxied request leaves exactly one audit entry, written off the request."""
+
+import json
+from decimal import Decimal
+
+import pytest
+from channels.db import database_sync_to_async
+
+from apps.audit.models import AuditEntry
+from apps.organizations import services as organization_services
+from apps.outbox.outbox import outbox
+from tests.factories import TeamFactory, create_api_key
+from tests.proxy.conftest import add_alias_async, add_provider_key_async, bearer
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+HELLO = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture
+async def routed(organization, upstream):
+    await add_provider_key_async(organization, upstream, secret="sk-upstream-one")
+    await add_alias_async(organization, "fast", ("openai", "gpt-4o-mini"))
+    return upstream
+
+
+async def entries() -> list[AuditEntry]:
+    assert outbox().flush()
+    return [entry async for entry in AuditEntry.objects.order_by("created_at")]
+
+
+async def test_a_completion_leaves_one_entry_with_its_routing_outcome_and_cost(proxy, routed, organization):
+    team = await database_sync_to_async(TeamFactory)(organization=organization)
+    api_key, secret = await database_sync_to_async(create_api_key)(organization, team=team)
+
+    response = await proxy.post(
+        "/v1/chat/completions",
+        json={"model": "fast", "messages": HELLO},
+        headers={**bearer(secret), "user-agent": "pytest-agent"},
+    )
+
+    [entry] = await entries()
+    assert str(entry.id) == response.headers["x-gateway-request-id"]
+    assert entry.organization_id == organization.id
+    assert entry.team_id == team.id
+    assert entry.api_key_id == api_key.id
+    assert entry.api_key_prefix == api_key.key_prefix
+    assert entry.endpoint == "/v1/chat/completions"
+    assert (entry.requested_model, entry.provider, entry.model) == ("fast", "openai", "gpt-4o-mini")
+    assert entry.status == 200
+    usage = response.json()["usage"]
+    assert (entry.input_tokens, entry.output_tokens) == (usage["prompt_tokens"], usage["completion_tokens"])
+    assert entry.cost_usd == Decimal(response.headers["x-gateway-cost-usd"]) > 0
+    [attempt] = entry.attempts
+    assert attempt["provider"] == "openai"
+    assert attempt["status"] == 200
+    assert attempt["outcome"] == "ok"
+    assert entry.latency_ms > 0
+    assert entry.client_ip == "203.0.113.7"
+    assert entry.user_agent == "pytest-agent"
+    assert entry.cache == "miss"
+
+
+async def test_a_failover_is_recorded_attempt_by_attempt(proxy, routed, organization, gateway_key):
+    await add_provider_key_async(organization, routed, secret="sk-upstream-two", weight=0.1)
+    routed.behave("status", status=503, for_credential="sk-upstream-one")
+
+    await proxy.post(
+        "/v1/chat/completions", json={"model": "fast", "messages": HELLO}, headers=bearer(gateway_key[1])
+    )
+
+    [entry] = await entries()
+    assert [(a["status"], a["outcome"]) for a in entry.attempts] == [(503, "upstream_error"), (200, "ok")]
+    assert entry.status == 200
+
+
+async def test_refused_and_failed_requests_are_recorded_too(proxy, routed, gateway_key):
+    unknown = await proxy.post(
+        "/v1/chat/completions", json={"model": "nope", "messages": HELLO}, headers=bearer(gateway_key[1])
+    )
+    routed.behave("status", status=500)
+    failed = await proxy.post(
+        "/v1/chat/completions", json={"model": "fast", "messages": HELLO}, headers=bearer(gateway_key[1])
+    )
+    await proxy.get("/v1/models", headers=bearer("sk_live_not-a-key"))  # no organization: no entry
+
+    by_id = {str(entry.id): entry for entry in await entries()}
+    assert set(by_id) == {unknown.headers["x-gateway-request-id"], failed.headers["x-gateway-request-id"]}
+    assert (
+        by_id[unknown.headers["x-gateway-request-id"]].status,
+        by_id[unknown.headers["x-gateway-request-id"]].error_code,
+    ) == (404, "model_not_found")
+    failed_entry = by_id[failed.headers["x-gateway-request-id"]]
+    assert failed_entry.status == 502
+    assert failed_entry.error_code == "upstream_failed"
+    assert [a["status"] for a in failed_entry.attempts] == [500]
+    assert failed_entry.cost_usd == 0
+
+
+async def test_a_stream_is_recorded_with_its_usage_time_to_first_token_and_cost(proxy, routed, gateway_key):
+    async with proxy.stream(
+        "POST",
+        "/v1/chat/completions",
+        json={"model": "fast", "messages": HELLO, "stream": True},
+        headers=bearer(gateway_key[1]),
+    ) as response:
+        body = (await response.aread()).decode()
+
+    [entry] = await entries()
+    assert entry.stream is True
+    assert entry.stream_completed is True
+    assert entry.ttft_ms == float(response.headers["x-gateway-ttft-ms"])
+    assert entry.output_tokens == 4
+    assert not entry.usage_estimated
+    assert f": x-gateway-cost-usd={entry.cost_usd}" in body
+
+
+@pytest.mark.parametrize("mode", ["full", "redacted", "metadata"])
+async def test_bodies_are_kept_as_the_organization_says(proxy, routed, organization, gateway_key, mode):
+    await database_sync_to_async(organization_services.organization_update)(
+        organization=organization, log_bodies=mode
+    )
+    content = "mail ada@example.com, my key is sk-proj-abcdefghijklmnopqrstuv"
+
+    await proxy.post(
+        "/v1/chat/completions",
+        json={"model": "fast", "messages": [{"role": "user", "content": content}]},
+        headers=bearer(gateway_key[1]),
+    )
+
+    [entry] = await entries()
+    assert entry.body_mode == mode
+    stored = entry.request_body + entry.response_body
+    assert "sk-proj-abcdefghijklmnopqrstuv" not in stored  # never a credential, whatever the mode
+    assert gateway_key[1] not in stored
+    if mode == "metadata":
+        assert stored == ""
+    elif mode == "redacted":
+        assert "ada@example.com" not in stored
+        assert json.loads(entry.request_body)["model"] == "fast"
+    else:
+        assert "ada@example.com" in entry.request_body
+        assert "Hello from upstream" in entry.response_body

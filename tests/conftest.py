@@ -52,6 +52,17 @@ def _remove_this_runs_redis_keys():
             client.delete(key)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _remove_this_runs_outbox_spool():
+    yield
+    import shutil
+
+    from apps.outbox.outbox import outbox
+
+    outbox().close()
+    shutil.rmtree(settings.GATEWAY_OUTBOX_DIR, ignore_errors=True)
+
+
 @pytest.fixture
 def api_client() -> APIClient:
     return APIClient()

@@ -63,3 +63,33 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.endpoint} {self.status} ({self.id})"
+
+
+class SpendRollup(models.Model):
+    """Spend and volume per organization, hour, team, API key, provider and model: the aggregates
+    budgets, the overview and the console read instead of scanning the log. Kept up to date off the
+    request after each audit batch (a secondary path that may lag or fail without failing requests)
+    and rebuilt from the log by reconcile. Team and key are "" when a request had none."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    hour = models.DateTimeField()  # the bucket's start, UTC
+    team_id = models.CharField(max_length=36, blank=True)
+    api_key_id = models.CharField(max_length=36, blank=True)
+    provider = models.CharField(max_length=32, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    requests = models.PositiveIntegerField(default=0)
+    errors = models.PositiveIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=20, decimal_places=8, default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=("organization", "hour", "team_id", "api_key_id", "provider", "model"),
+                name="unique_spend_rollup",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.organization_id} {self.hour:%Y-%m-%d %H}h {self.provider}/{self.model}"

@@ -15,6 +15,7 @@ from apps.outbox.outbox import outbox
 
 from .models import AuditEntry
 from .redaction import kept_body
+from .rollups import secondary_update
 
 KIND = "audit"
 
@@ -91,7 +92,11 @@ def entry_payload(record) -> dict[str, Any]:
 
 
 def audit_entries_write(payloads: list[dict[str, Any]]) -> None:
-    """Inserts entries; one that exists already (a replayed batch) is left as it is."""
+    """Inserts entries; one that exists already (a replayed batch) is left as it is and is not
+    counted again in the aggregates. The aggregates (secondary path) are updated after the entries
+    are safely written, and their failure never fails the write."""
+    ids = [payload["id"] for payload in payloads]
+    existing = {str(pk) for pk in AuditEntry.objects.filter(id__in=ids).values_list("id", flat=True)}
     entries = [
         AuditEntry(
             **{
@@ -103,3 +108,4 @@ def audit_entries_write(payloads: list[dict[str, Any]]) -> None:
         for payload in payloads
     ]
     AuditEntry.objects.bulk_create(entries, ignore_conflicts=True)
+    secondary_update([payload for payload in payloads if payload["id"] not in existing])

@@ -10,8 +10,6 @@ pass-throughs today, so each feature lands in its own place without rearranging 
 from dataclasses import dataclass
 from typing import Any
 
-from django.utils import timezone
-
 from apps.catalog.pricing import Usage, cost_usd
 from apps.core.brand import header
 from apps.core.errors import InvalidRequest, PermissionDenied
@@ -124,7 +122,8 @@ def settle_cost(context: ProxyContext, usage: Usage | None) -> None:
     record.usage = usage
     if usage is None or record.provider is None or record.model is None:
         return
-    price = context.config.price(record.provider, record.model, timezone.now())
+    # The price in force when the request arrived: what reconcile will recompute it with.
+    price = context.config.price(record.provider, record.model, record.started_at)
     record.cost_usd = cost_usd(price, usage)
 
 

@@ -1,0 +1,276 @@
+"""Reconcile: are the aggregates (rollups, Redis counters) what the audit log says?
+
+The truth is the log: the usage each upstream reported for each request, priced at the price in
+force at the request's time. ``reconcile`` recomputes spend from it for a period, compares it with the
+aggregates per team, API key and provider, reports every difference, and with ``apply`` rebuilds the
+aggregates of the period from the log. Running it twice changes nothing the second time.
+
+A source is anything that can total a period per group (``UsageSource``): the log and the rollups
+today; a provider's own usage API can be added the same way and compared with the log.
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Protocol
+
+from django.db import transaction
+from django.db.models import Count, Q, Sum
+from django.db.models.functions import TruncHour
+
+from apps.catalog.pricing import COST_QUANTUM, Usage, cost_usd
+from apps.catalog.selectors import price_at, price_versions
+
+from .models import AuditEntry, SpendRollup
+from .rollups import RollupKey, Totals, counters_set, hour_of
+
+# (team id, API key id, provider): the level at which differences are reported.
+GroupKey = tuple[str, str, str]
+
+
+class UsageSource(Protocol):
+    name: str
+
+    def totals(self, organization_id: str, start: datetime, end: datetime) -> dict[GroupKey, Totals]: ...
+
+
+def _group(rows: dict[RollupKey, Totals]) -> dict[GroupKey, Totals]:
+    grouped: dict[GroupKey, Totals] = {}
+    for (_, _, team_id, api_key_id, provider, _), totals in rows.items():
+        grouped.setdefault((team_id, api_key_id, provider), Totals()).add(totals)
+    return grouped
+
+
+class AuditLogSource:
+    """Spend recomputed from the logged usage at the price in force, per rollup row."""
+
+    name = "audit_log"
+
+    def rows(self, organization_id: str, start: datetime, end: datetime) -> dict[RollupKey, Totals]:
+        versions = price_versions(organization_id)
+        grouped = (
+            AuditEntry.objects.filter(
+                organization_id=organization_id, created_at__gte=start, created_at__lt=end
+            )
+            .annotate(bucket=TruncHour("created_at"))
+            .values("bucket", "team_id", "api_key_id", "provider", "model")
+            .annotate(
+                requests=Count("id"),
+                errors=Count("id", filter=Q(status__gte=400)),
+                input_tokens=Sum("input_tokens"),
+                output_tokens=Sum("output_tokens"),
+                cached_input_tokens=Sum("cached_input_tokens"),
+                reasoning_tokens=Sum("reasoning_tokens"),
+            )
+        )
+        rows: dict[RollupKey, Totals] = {}
+        for group in grouped:
+            key = (
+                str(organization_id),
+                group["bucket"],
+                str(group["team_id"] or ""),
+                str(group["api_key_id"] or ""),
+                group["provider"],
+                group["model"],
+            )
+            own = versions.get((group["provider"], group["model"]), ())
+            hour_end = group["bucket"] + timedelta(hours=1)
+            if any(group["bucket"] < version.effective_from < hour_end for version in own):
+                # A price changed within this hour: price its requests one by one.
+                rows[key] = self._priced_one_by_one(organization_id, key, versions)
+                continue
+            usage = Usage(
+                input_tokens=group["input_tokens"] or 0,
+                output_tokens=group["output_tokens"] or 0,
+                cached_input_tokens=group["cached_input_tokens"] or 0,
+                reasoning_tokens=group["reasoning_tokens"] or 0,
+            )
+            price = (
+                price_at(versions, group["provider"], group["model"], group["bucket"])
+                if group["provider"]
+                else None
+            )
+            rows[key] = Totals(
+                requests=group["requests"],
+                errors=group["errors"],
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cost_usd=cost_usd(price, usage),
+            )
+        return rows
+
+    @staticmethod
+    def _priced_one_by_one(organization_id: str, key: RollupKey, versions) -> Totals:
+        _, hour, team_id, api_key_id, provider, model = key
+        entries = AuditEntry.objects.filter(
+            organization_id=organization_id,
+            created_at__gte=hour,
+            created_at__lt=hour + timedelta(hours=1),
+            team_id=team_id or None,
+            api_key_id=api_key_id or None,
+            provider=provider,
+            model=model,
+        )
+        totals = Totals()
+        for entry in entries:
+            usage = Usage(
+                entry.input_tokens, entry.output_tokens, entry.cached_input_tokens, entry.reasoning_tokens
+            )
+            price = price_at(versions, provider, model, entry.created_at)
+            totals.add(
+                Totals(
+                    1,
+                    int(entry.status >= 400),
+                    entry.input_tokens,
+                    entry.output_tokens,
+                    cost_usd(price, usage),
+                )
+            )
+        return totals
+
+    def totals(self, organization_id: str, start: datetime, end: datetime) -> dict[GroupKey, Totals]:
+        return _group(self.rows(organization_id, start, end))
+
+
+class RollupSource:
+    name = "rollups"
+
+    def totals(self, organization_id: str, start: datetime, end: datetime) -> dict[GroupKey, Totals]:
+        grouped: dict[GroupKey, Totals] = {}
+        rows = SpendRollup.objects.filter(organization_id=organization_id, hour__gte=start, hour__lt=end)
+        for row in rows:
+            grouped.setdefault((row.team_id, row.api_key_id, row.provider), Totals()).add(
+                Totals(row.requests, row.errors, row.input_tokens, row.output_tokens, row.cost_usd)
+            )
+        return grouped
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    team_id: str
+    api_key_id: str
+    provider: str
+    expected: Totals  # the log's
+    found: Totals  # the aggregates'
+
+
+def _tolerance(requests: int) -> Decimal:
+    # Each request's cost is rounded to 1e-8 USD when it is logged; a group's recomputed cost is
+    # rounded once. Sums may differ by up to half a quantum per request without anything wrong.
+    return COST_QUANTUM * max(requests, 1)
+
+
+def compare(expected: dict[GroupKey, Totals], found: dict[GroupKey, Totals]) -> list[Difference]:
+    differences = []
+    for group in sorted(set(expected) | set(found)):
+        want, have = expected.get(group, Totals()), found.get(group, Totals())
+        if (want.requests, want.errors, want.input_tokens, want.output_tokens) != (
+            have.requests,
+            have.errors,
+            have.input_tokens,
+            have.output_tokens,
+        ) or abs(want.cost_usd - have.cost_usd) > _tolerance(want.requests):
+            differences.append(Difference(*group, expected=want, found=have))
+    return differences
+
+
+def aligned(start: datetime, end: datetime) -> tuple[datetime, datetime]:
+    """Rollups are hourly: a period is widened to whole hours."""
+    aligned_end = hour_of(end)
+    if aligned_end < end:
+        aligned_end += timedelta(hours=1)
+    return hour_of(start), aligned_end
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileReport:
+    start: datetime
+    end: datetime
+    source: str
+    compared_with: str
+    expected: Totals
+    found: Totals
+    differences: list[Difference]
+    applied: bool
+
+
+def reconcile(
+    *,
+    organization_id: str,
+    start: datetime,
+    end: datetime,
+    apply: bool = False,
+    source: UsageSource | None = None,
+    aggregates: UsageSource | None = None,
+) -> ReconcileReport:
+    start, end = aligned(start, end)
+    log = AuditLogSource()
+    source = source or log
+    aggregates = aggregates or RollupSource()
+    expected = source.totals(organization_id, start, end)
+    found = aggregates.totals(organization_id, start, end)
+    differences = compare(expected, found)
+    if apply and differences and isinstance(source, AuditLogSource) and isinstance(aggregates, RollupSource):
+        rebuild_aggregates(
+            organization_id=organization_id, start=start, end=end, rows=log.rows(organization_id, start, end)
+        )
+    return ReconcileReport(
+        start=start,
+        end=end,
+        source=source.name,
+        compared_with=aggregates.name,
+        expected=_sum(expected.values()),
+        found=_sum(found.values()),
+        differences=differences,
+        applied=bool(apply and differences),
+    )
+
+
+def _sum(totals: Iterable[Totals]) -> Totals:
+    total = Totals()
+    for item in totals:
+        total.add(item)
+    return total
+
+
+@transaction.atomic
+def rebuild_aggregates(
+    *, organization_id: str, start: datetime, end: datetime, rows: dict[RollupKey, Totals]
+) -> None:
+    """The period's rollup rows become exactly the log's; the Redis counters of every day the
+    period touches are rebuilt from the (now correct) rollups of those whole days."""
+    SpendRollup.objects.filter(organization_id=organization_id, hour__gte=start, hour__lt=end).delete()
+    SpendRollup.objects.bulk_create(
+        SpendRollup(
+            organization_id=organization_id,
+            hour=hour,
+            team_id=team_id,
+            api_key_id=api_key_id,
+            provider=provider,
+            model=model,
+            requests=totals.requests,
+            errors=totals.errors,
+            input_tokens=totals.input_tokens,
+            output_tokens=totals.output_tokens,
+            cost_usd=totals.cost_usd,
+        )
+        for (_, hour, team_id, api_key_id, provider, model), totals in rows.items()
+    )
+    first_day = start.replace(hour=0)
+    last_day = (end - timedelta(microseconds=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    day_rows = SpendRollup.objects.filter(
+        organization_id=organization_id, hour__gte=first_day, hour__lt=last_day + timedelta(days=1)
+    )
+    deltas = {
+        (str(organization_id), row.hour, row.team_id, row.api_key_id, row.provider, row.model): Totals(
+            row.requests, row.errors, row.input_tokens, row.output_tokens, row.cost_usd
+        )
+        for row in day_rows
+    }
+    days = []
+    day = first_day
+    while day <= last_day:
+        days.append(day.strftime("%Y-%m-%d"))
+        day += timedelta(days=1)
+    transaction.on_commit(lambda: counters_set(deltas, days, str(organization_id)))

@@ -21,11 +21,13 @@ KIND = "audit"
 
 
 def connect() -> None:
-    """Called once at start-up (AuditConfig.ready)."""
+    """Called once at start-up (AuditConfig.ready). ``GATEWAY_AUDIT_ENABLED=false`` leaves the
+    proxy without an audit log: only for measuring what the audit path costs (make bench)."""
     from apps.proxy.records import on_record
 
     outbox().register(KIND, audit_entries_write, prepare=entry_payload)
-    on_record(_enqueue)
+    if settings.GATEWAY_AUDIT_ENABLED:
+        on_record(_enqueue)
 
 
 def _enqueue(record) -> None:

@@ -5,6 +5,7 @@ which permission each needs. The stages themselves live in pipeline.py."""
 import json
 
 import aiohttp
+from django.conf import settings
 
 from apps.core.errors import InvalidRequest
 
@@ -97,15 +98,9 @@ async def _relay(context: pipeline.ProxyContext, stream: OpenStream):
         pipeline.settle_cost(context, usage)
         record.stream_completed = failure is None and translator.finished
     if failure is None:
-        yield f": x-{_brand()}-cost-usd={record.cost_usd:f}\n\n".encode() + b"data: [DONE]\n\n"
+        yield f": x-{settings.GATEWAY_BRAND}-cost-usd={record.cost_usd:f}\n\n".encode() + b"data: [DONE]\n\n"
         return
     record.error_type, record.error_code = "upstream_error", "stream_interrupted"
     if translator.error is None:
         error = {"message": failure, "type": "upstream_error", "param": None, "code": "stream_interrupted"}
         yield b"data: " + json.dumps({"error": error}).encode() + b"\n\n"
-
-
-def _brand() -> str:
-    from django.conf import settings
-
-    return settings.GATEWAY_BRAND

@@ -329,3 +329,12 @@ def test_an_unknown_path_under_the_api_is_a_json_404(session_client):
         error = assert_error(response, 404, "not_found")
         assert error["type"] == "not_found_error"
         assert b"<html" not in response.content.lower()
+
+
+def test_a_forged_cursor_is_a_404_not_a_500(session_client):
+    import base64
+
+    forged = base64.b64encode(b"p=not-a-time&r=0").decode()
+    response = session_client.get(URL, {"cursor": forged})
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"

@@ -141,3 +141,43 @@ async def test_bodies_are_kept_as_the_organization_says(proxy, routed, organizat
     else:
         assert "ada@example.com" in entry.request_body
         assert "Hello from upstream" in entry.response_body
+
+
+async def test_embeddings_leave_an_entry_too(proxy, routed, gateway_key):
+    response = await proxy.post(
+        "/v1/embeddings",
+        json={"model": "openai/text-embedding-3-small", "input": "hi"},
+        headers=bearer(gateway_key[1]),
+    )
+
+    [entry] = await entries()
+    assert entry.endpoint == "/v1/embeddings"
+    assert entry.model == "text-embedding-3-small"
+    assert entry.cost_usd == Decimal(response.headers["x-gateway-cost-usd"])
+
+
+async def test_the_overview_adds_up_to_what_was_sent(proxy, routed, gateway_key, owner):
+    from rest_framework.test import APIClient
+
+    from tests.conftest import login
+
+    costs, statuses = [], []
+    for model in ["fast"] * 5 + ["missing"] * 2:
+        response = await proxy.post(
+            "/v1/chat/completions", json={"model": model, "messages": HELLO}, headers=bearer(gateway_key[1])
+        )
+        costs.append(Decimal(response.headers["x-gateway-cost-usd"]))
+        statuses.append(response.status_code)
+    assert outbox().flush()
+
+    client = APIClient()
+    tokens = await database_sync_to_async(login)(client, owner.user.email)
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {tokens['access']}")
+    overview = (
+        await database_sync_to_async(client.get)("/api/v1/analytics/overview", {"period": "24h"})
+    ).json()
+
+    totals = overview["totals"]
+    assert totals["requests"] == 7
+    assert Decimal(totals["spend_usd"]) == sum(costs)
+    assert totals["error_rate"] == pytest.approx(2 / 7)

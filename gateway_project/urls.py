@@ -12,6 +12,7 @@ api_v1 = [
     path("", include("apps.providers.api.urls")),
     path("", include("apps.catalog.api.urls")),
     path("", include("apps.audit.api.urls")),
+    path("", include("apps.audit.api.export_urls")),
     path("", include("apps.audit.api.reconcile_urls")),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),

@@ -18,6 +18,7 @@ from typing import Protocol
 from django.db import transaction
 from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncHour
+from django.utils import timezone
 
 from apps.catalog.pricing import COST_QUANTUM, Usage, cost_usd
 from apps.catalog.selectors import price_at, price_versions
@@ -173,6 +174,11 @@ def compare(expected: dict[GroupKey, Totals], found: dict[GroupKey, Totals]) -> 
         ) or abs(want.cost_usd - have.cost_usd) > _tolerance(want.requests):
             differences.append(Difference(*group, expected=want, found=have))
     return differences
+
+
+def retained_since(organization) -> datetime:
+    """The earliest time whose audit entries retention has certainly kept (it runs hourly)."""
+    return hour_of(timezone.now() - timedelta(days=organization.log_retention_days)) + timedelta(hours=2)
 
 
 def aligned(start: datetime, end: datetime) -> tuple[datetime, datetime]:

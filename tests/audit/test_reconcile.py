@@ -145,11 +145,11 @@ async def test_a_price_changed_after_the_fact_shows_as_a_difference(
 
 
 def test_an_empty_period_reconciles_to_nothing(admin_client):
+    start = (timezone.now() - timedelta(days=3)).strftime("%Y-%m-%d")
+    end = (timezone.now() - timedelta(days=2)).strftime("%Y-%m-%d")
     for apply in (False, True):
-        report = admin_client.post(
-            URL, {"from": "2020-01-01", "to": "2020-02-01", "apply": apply}, format="json"
-        )
-        assert report.status_code == 200
+        report = admin_client.post(URL, {"from": start, "to": end, "apply": apply}, format="json")
+        assert report.status_code == 200, report.content
         assert report.json()["differences"] == []
         assert report.json()["expected"]["requests"] == 0
         assert report.json()["applied"] is False
@@ -171,6 +171,17 @@ def test_it_refuses_a_bad_period(admin_client, body):
     response = admin_client.post(URL, body, format="json")
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "validation_error"
+
+
+def test_it_refuses_a_period_that_retention_may_have_emptied(admin_client, organization):
+    organization.log_retention_days = 7
+    organization.save(update_fields=["log_retention_days"])
+    start = (timezone.now() - timedelta(days=8)).isoformat()
+
+    response = admin_client.post(URL, {"from": start, "apply": True}, format="json")
+
+    assert response.status_code == 400
+    assert "keeps 7 days" in response.json()["error"]["fields"]["from"][0]
 
 
 def test_members_cannot_reconcile(organization, client_for):

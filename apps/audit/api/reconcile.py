@@ -7,7 +7,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from apps.audit.periods import InvalidParameter, format_instant, parse_range
-from apps.audit.reconcile import ReconcileReport, reconcile
+from apps.audit.reconcile import ReconcileReport, reconcile, retained_since
 from apps.audit.rollups import Totals
 from apps.core.api.fields import StrictCharField
 from apps.core.api.tenancy import OrganizationScopedViewSet
@@ -70,6 +70,15 @@ class ReconcileViewSet(OrganizationScopedViewSet):
         time_range = parse_range(params)
         if (time_range.end - time_range.start).days > 366:
             raise InvalidParameter("to", "Reconcile at most a year at a time.")
+        earliest = retained_since(self.organization)
+        if time_range.start < earliest:
+            # Older entries may have been deleted by retention: rebuilding aggregates from what is
+            # left would erase spend history instead of correcting it.
+            raise InvalidParameter(
+                "from",
+                f"The audit log keeps {self.organization.log_retention_days} days; reconcile from "
+                f"{format_instant(earliest)} at the earliest.",
+            )
         report = reconcile(
             organization_id=str(self.organization.pk),
             start=time_range.start,

@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export HOST PORT
 
-.PHONY: install run test lint format migrate admin worker clean
+.PHONY: install run test lint format migrate admin worker clean bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,12 @@ format: install
 
 test: lint
 	$(BIN)/python -m pytest
+
+# The gateway's overhead against a zero-latency upstream (bench/run.py): prints a table and rewrites
+# the generated block of docs/benchmarks.md. About a minute; needs wrk (installed when root).
+bench: install
+	@test -x $(BIN)/py-spy || $(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
+	$(BIN)/python -m bench.run
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,237 @@
+"""The benchmark's table, and the generated block of docs/benchmarks.md.
+
+Only the text between the markers below is rewritten; everything around it is for humans and is
+kept as it is.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from .load import WrkResult
+from .sequential import Samples
+
+BEGIN = "<!-- bench:begin -->"
+END = "<!-- bench:end -->"
+
+# The issue's targets, and LiteLLM's proxy measured on this machine (docs/benchmarks.md, STACK-NOTES).
+TARGET_ADDED_P50_MS = 2.0
+TARGET_ADDED_P99_MS = 8.0
+TARGET_STREAM_ADDED_MS = 3.0
+TARGET_RPS = 600.0
+LITELLM_ADDED_P50_MS = 15.0
+LITELLM_RPS = 80.0
+LITELLM_CPU_MS = 16.0
+
+
+@dataclass
+class Machine:
+    when: datetime
+    cpus: int
+    cpu_model: str
+    python: str
+    commit: str
+    database: str
+    redis: str
+
+
+@dataclass
+class Results:
+    machine: Machine
+    requests: int
+    stream_requests: int
+    seconds: int
+    sequential_direct: Samples
+    sequential_gateway: Samples
+    first_byte_direct: Samples
+    first_byte_gateway: Samples
+    load_direct: WrkResult
+    load_gateway: WrkResult
+    gateway_cpu_ms: float  # Daphne's CPU per request during the wrk run
+    gateway_cores: float  # how much of a core Daphne used during it
+    upstream_cpu_ms: float
+    wrk_cores: float  # CPUs wrk used during the gateway's run
+    others_cores: float  # CPUs every other process on the machine used meanwhile
+    profile: str | None  # markdown, or None when no profile was taken
+    profile_note: str = ""
+    daphne_args: str = ""  # BENCH_DAPHNE_ARGS, when a run tries a change
+
+
+def _ms(value: float) -> str:
+    return f"{value:.2f} ms"
+
+
+def _added_limit(added: float, limit: float) -> str:
+    return "yes" if added <= limit else f"**no**, {added - limit:.2f} ms over"
+
+
+def table(r: Results) -> str:
+    seq_d, seq_g = r.sequential_direct, r.sequential_gateway
+    ttfb_d, ttfb_g = r.first_byte_direct, r.first_byte_gateway
+    added_p50 = seq_g.percentile(50) - seq_d.percentile(50)
+    added_p99 = seq_g.percentile(99) - seq_d.percentile(99)
+    stream_p50 = ttfb_g.percentile(50) - ttfb_d.percentile(50)
+    stream_p99 = ttfb_g.percentile(99) - ttfb_d.percentile(99)
+    rps = r.load_gateway.requests_per_second
+    rps_met = (
+        "yes" if rps >= TARGET_RPS else f"**no**, {TARGET_RPS - rps:.0f}/s short ({rps / TARGET_RPS:.0%})"
+    )
+    rows = [
+        ("measure", "upstream direct", "through gateway", "gateway adds", "target", "met", "LiteLLM (ref.)"),
+        ("---", "---:", "---:", "---:", "---", "---", "---:"),
+        (
+            "sequential latency p50",
+            _ms(seq_d.percentile(50)),
+            _ms(seq_g.percentile(50)),
+            f"+{_ms(added_p50)}",
+            f"<= {TARGET_ADDED_P50_MS:g} ms added",
+            _added_limit(added_p50, TARGET_ADDED_P50_MS),
+            f"+{LITELLM_ADDED_P50_MS:g} ms",
+        ),
+        (
+            "sequential latency p99",
+            _ms(seq_d.percentile(99)),
+            _ms(seq_g.percentile(99)),
+            f"+{_ms(added_p99)}",
+            f"<= {TARGET_ADDED_P99_MS:g} ms added",
+            _added_limit(added_p99, TARGET_ADDED_P99_MS),
+            "",
+        ),
+        (
+            "stream first byte p50",
+            _ms(ttfb_d.percentile(50)),
+            _ms(ttfb_g.percentile(50)),
+            f"+{_ms(stream_p50)}",
+            f"<= {TARGET_STREAM_ADDED_MS:g} ms added",
+            _added_limit(stream_p50, TARGET_STREAM_ADDED_MS),
+            "",
+        ),
+        (
+            "stream first byte p99",
+            _ms(ttfb_d.percentile(99)),
+            _ms(ttfb_g.percentile(99)),
+            f"+{_ms(stream_p99)}",
+            "",
+            "",
+            "",
+        ),
+        (
+            "requests/s, 32 connections",
+            f"{r.load_direct.requests_per_second:,.0f}",
+            f"{rps:,.0f}",
+            "",
+            f">= {TARGET_RPS:g}/s per process",
+            rps_met,
+            f"~{LITELLM_RPS:g}/s",
+        ),
+        (
+            "latency p50, 32 connections",
+            _ms(r.load_direct.p50_ms),
+            _ms(r.load_gateway.p50_ms),
+            "",
+            "",
+            "",
+            "",
+        ),
+        (
+            "latency p99, 32 connections",
+            _ms(r.load_direct.p99_ms),
+            _ms(r.load_gateway.p99_ms),
+            "",
+            "",
+            "",
+            "",
+        ),
+        (
+            "CPU per request",
+            _ms(r.upstream_cpu_ms),
+            _ms(r.gateway_cpu_ms),
+            "",
+            "",
+            "",
+            f"~{LITELLM_CPU_MS:g} ms",
+        ),
+    ]
+    return "\n".join("| " + " | ".join(row) + " |" for row in rows)
+
+
+def context(r: Results) -> str:
+    m = r.machine
+    return (
+        f"{m.when:%Y-%m-%d %H:%M} UTC; {m.cpus} CPUs ({m.cpu_model}); Python {m.python}; commit {m.commit}; "
+        f"database: {m.database}; Redis: {m.redis}. {r.requests:,} sequential requests and "
+        f"{r.stream_requests:,} sequential streams each way; wrk -t2 -c32 for {r.seconds} s each way "
+        f"({r.load_gateway.requests:,} requests through the gateway)."
+        + (f" Daphne ran with the extra arguments `{r.daphne_args}`." if r.daphne_args else "")
+    )
+
+
+def notes(r: Results) -> str:
+    ceiling = 1000 / r.gateway_cpu_ms if r.gateway_cpu_ms else float("inf")
+    return (
+        f"During the gateway's wrk run the Daphne process used {r.gateway_cores:.2f} of a CPU, "
+        f"{r.gateway_cpu_ms:.2f} ms of CPU per request: with its Python code on one core (the GIL), one "
+        f"process serves at most about {ceiling:,.0f} requests/s on this CPU, however many cores the "
+        f"machine has. Meanwhile wrk used "
+        f"{r.wrk_cores:.2f} CPUs, the stand-in upstream {r.upstream_cpu_ms:.2f} ms per request, and "
+        f"other processes on the machine {r.others_cores:.2f} CPUs (more than about 0.2 makes every "
+        f"number here noisy). The direct column's CPU per request is the upstream's."
+    )
+
+
+NOISY_CPUS = 0.2  # other processes' CPU during the measured run above which the numbers drift
+
+
+def block(r: Results) -> str:
+    warning = (
+        f"**A noisy run: other processes used {r.others_cores:.2f} CPUs during it; run again on a "
+        "quiet machine before comparing.**\n\n"
+        if r.others_cores > NOISY_CPUS
+        else ""
+    )
+    parts = [
+        "### Latest run",
+        "",
+        warning + context(r),
+        "",
+        table(r),
+        "",
+        notes(r),
+        "",
+        "### Profile of the latest run",
+        "",
+        r.profile
+        if r.profile
+        else f"_No profile this run{': ' + r.profile_note if r.profile_note else ''}._",
+    ]
+    return "\n".join(parts)
+
+
+SKELETON = """# Benchmarks
+
+How much the gateway adds to a request, measured by `make bench` against a zero-latency upstream.
+
+## How to run
+
+    make bench
+
+{generated}
+"""
+
+
+def write_doc(path: Path, generated_block: str) -> None:
+    generated = (
+        f"{BEGIN}\n<!-- Written by `make bench` (bench/run.py): edits between these markers are "
+        f"overwritten. -->\n\n{generated_block}\n\n{END}"
+    )
+    if not path.exists():
+        path.write_text(SKELETON.format(generated=generated))
+        return
+    text = path.read_text()
+    start = text.find(BEGIN)
+    end = text.find(END, start)
+    if start == -1 or end == -1:
+        text = text.rstrip() + "\n\n" + generated + "\n"  # keep what is there; add the block below
+    else:
+        text = text[:start] + generated + text[end + len(END) :]
+    path.write_text(text)

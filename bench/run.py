@@ -1,0 +1,477 @@
+"""`make bench`: what the gateway adds to a request, against a zero-latency upstream.
+
+One run starts a stand-in upstream (bench/upstream.py) and one Daphne process serving the gateway
+on a throwaway database, then measures each thing twice, straight to the upstream and through the
+gateway: sequential latency, streaming time to first byte, and throughput at 32 connections with
+wrk (with the Daphne process's CPU per request). It profiles the gateway under load with py-spy,
+prints a table and rewrites the generated block of docs/benchmarks.md.
+
+Settings (environment):
+    BENCH_SECONDS           seconds per wrk run (default 10)
+    BENCH_REQUESTS          sequential requests each way (default 2000)
+    BENCH_STREAM_REQUESTS   sequential streams each way (default 1000)
+    BENCH_PROFILE_SECONDS   seconds of py-spy profile under wrk; 0 skips it (default 8)
+    BENCH_PROFILE_RAW       a file to keep py-spy's raw stacks in (for flamegraph.pl or speedscope)
+    BENCH_WRITE_DOC         0 to print the table without touching docs/benchmarks.md
+    BENCH_DAPHNE_ARGS       extra Daphne arguments, to try a change (e.g. "-v0": no access log)
+    DATABASE_URL, REDIS_URL used when set (a bench organization is created, then deleted);
+                            otherwise a SQLite file in a temporary directory, and no Redis.
+
+Every process it starts is stopped, and the temporary directory removed, on success, failure and
+Ctrl-C alike. It exits non-zero when any gateway answer is not a 200 with the request-id header.
+"""
+
+import contextlib
+import ctypes
+import http.client
+import json
+import os
+import platform
+import secrets
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from . import profile, report
+from .load import (
+    WrkMissing,
+    WrkResult,
+    children_cpu_seconds,
+    cpu_seconds,
+    ensure_wrk,
+    machine_busy_seconds,
+    run_wrk,
+)
+from .sequential import BadResponse, Samples, Target, completions, stream_first_byte
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable  # the venv's interpreter: `make bench` runs this module with it
+DOC = ROOT / "docs" / "benchmarks.md"
+ASGI_APPLICATION = "gateway_project.asgi:application"
+WARM_UP = 300
+MESSAGES = [{"role": "user", "content": "Say hello in a few words."}]
+
+
+class Failed(Exception):
+    """The run cannot produce numbers worth reporting."""
+
+
+@dataclass(frozen=True)
+class Config:
+    seconds: int
+    requests: int
+    stream_requests: int
+    profile_seconds: int
+    profile_raw: Path | None
+    write_doc: bool
+    daphne_args: tuple[str, ...]
+
+    @classmethod
+    def from_env(cls) -> "Config":
+        def number(name: str, default: int) -> int:
+            value = os.environ.get(name, "").strip()
+            if not value:
+                return default
+            if not value.isdigit():
+                raise SystemExit(f"{name} must be a whole number, not {value!r}")
+            return int(value)
+
+        return cls(
+            seconds=max(1, number("BENCH_SECONDS", 10)),
+            requests=max(100, number("BENCH_REQUESTS", 2000)),
+            stream_requests=max(100, number("BENCH_STREAM_REQUESTS", 1000)),
+            profile_seconds=number("BENCH_PROFILE_SECONDS", 8),
+            profile_raw=Path(raw).resolve() if (raw := os.environ.get("BENCH_PROFILE_RAW")) else None,
+            write_doc=os.environ.get("BENCH_WRITE_DOC", "1") != "0",
+            daphne_args=tuple(shlex.split(os.environ.get("BENCH_DAPHNE_ARGS", ""))),
+        )
+
+
+_began = time.monotonic()
+
+
+def say(message: str) -> None:
+    print(f"[{time.monotonic() - _began:5.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+# --- Processes --------------------------------------------------------------------------------
+
+
+def _die_with_parent() -> None:
+    """Runs in each child before exec: if the bench itself is killed outright (SIGKILL, where no
+    cleanup code runs), Linux sends the child SIGTERM, so no server is left behind."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class Processes:
+    """The servers this run started; stopped (by pid, newest first) when the block exits."""
+
+    def __init__(self, logs: Path) -> None:
+        self.logs = logs
+        self.running: list[tuple[str, subprocess.Popen, Path]] = []
+
+    def __enter__(self) -> "Processes":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        for _name, process, _log in reversed(self.running):
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+
+    def start(self, name: str, command: list[str], env: dict[str, str]) -> subprocess.Popen:
+        log = self.logs / f"{name}.log"
+        process = subprocess.Popen(  # noqa: S603 - the bench's own servers
+            command,
+            cwd=ROOT,
+            env=env,
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+            # Its own session: Ctrl-C reaches only the bench, which then stops the servers in order.
+            start_new_session=True,
+            preexec_fn=_die_with_parent,  # the bench starts no threads, so preexec_fn is safe
+        )
+        self.running.append((name, process, log))
+        return process
+
+    def log_tails(self, lines: int = 25) -> str:
+        tails = []
+        for name, _process, log in self.running:
+            text = log.read_text(errors="replace").strip().splitlines()[-lines:] if log.exists() else []
+            if text:
+                tails.append(f"--- last lines of {name}'s log ---\n" + "\n".join(text))
+        return "\n".join(tails)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until_healthy(process: subprocess.Popen, port: int, name: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise Failed(f"{name} exited with status {process.returncode} before it was ready")
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+        try:
+            connection.request("GET", "/healthz")
+            if connection.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        finally:
+            connection.close()
+        time.sleep(0.1)
+    raise Failed(f"{name} did not answer /healthz within {timeout:.0f} s")
+
+
+# --- The gateway's database -------------------------------------------------------------------
+
+
+def gateway_env(data_dir: Path) -> dict[str, str]:
+    """The environment of every gateway process (migrate, seed, Daphne). GATEWAY_DATA_DIR keeps the
+    SQLite file, the generated secrets and Celery's file broker out of the developer's .gateway/."""
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "gateway_project.settings",
+        "GATEWAY_DATA_DIR": str(data_dir),
+        "SECRET_KEY": secrets.token_urlsafe(48),
+        "GATEWAY_ALLOW_PRIVATE_UPSTREAMS": "true",  # the stand-in listens on loopback
+        "LOG_LEVEL": "WARNING",
+        "DEBUG": "false",  # DEBUG keeps every SQL query in memory
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def run_django(args: list[str], env: dict[str, str], what: str) -> str:
+    done = subprocess.run(  # noqa: S603 - manage.py and bench.seed
+        [PYTHON, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    if done.returncode != 0:
+        raise Failed(f"{what} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+def delete_organization(organization_id: str, env: dict[str, str]) -> None:
+    try:
+        run_django(["-m", "bench.seed", "delete", organization_id], env, "deleting the bench organization")
+    except (Failed, subprocess.SubprocessError) as error:  # cleanup must not hide the run's outcome
+        say(f"warning: {error}")
+
+
+def describe_database() -> tuple[str, str]:
+    url = os.environ.get("DATABASE_URL", "")
+    # Only the scheme: the URL may carry a password.
+    database = f"{url.split(':', 1)[0]} from DATABASE_URL" if url else "SQLite in a temporary directory"
+    redis = "REDIS_URL" if os.environ.get("REDIS_URL") else "none (in-process revocation and generations)"
+    return database, redis
+
+
+# --- Measuring --------------------------------------------------------------------------------
+
+
+def chat_body(model: str, *, stream: bool) -> bytes:
+    payload = {"model": model, "messages": MESSAGES, "max_tokens": 16}
+    if stream:
+        payload["stream"] = True
+    return json.dumps(payload).encode()
+
+
+def measure_load(
+    wrk: str, port: int, body: bytes, authorization: str | None, seconds: int, pids: dict[str, int]
+) -> tuple[WrkResult, dict[str, float]]:
+    """A wrk run, and the CPU seconds each watched process, wrk itself and everything else on the
+    machine ("others": other people's tests, say) spent during it."""
+    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    machine_before, wrk_before = machine_busy_seconds(), children_cpu_seconds()
+    result = run_wrk(wrk, port, body, authorization, seconds=seconds)
+    spent = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
+    spent["wrk"] = children_cpu_seconds() - wrk_before
+    spent["others"] = max(0.0, machine_busy_seconds() - machine_before - sum(spent.values()))
+    return result, spent
+
+
+def take_profile(
+    config: Config, wrk: str, port: int, body: bytes, authorization: str, pid: int, workdir: Path
+) -> tuple[profile.Profile | None, str]:
+    """py-spy on the Daphne process during a separate wrk run (sampling slows the process, so
+    this run's numbers are not the ones reported)."""
+    if config.profile_seconds <= 0:
+        return None, "skipped (BENCH_PROFILE_SECONDS=0)"
+    spy = profile.py_spy()
+    if spy is None:
+        return None, "py-spy is not installed (pip install -e '.[bench]')"
+    output, log = workdir / "profile.txt", workdir / "py-spy.log"
+    # A second more than wrk runs: py-spy attaches first, and idle samples are not counted.
+    recorder = profile.start_recording(spy, pid, config.profile_seconds + 1, output, log)
+    try:
+        time.sleep(0.5)
+        run_wrk(wrk, port, body, authorization, seconds=config.profile_seconds)
+        recorder.wait(timeout=config.profile_seconds + 30)
+    finally:
+        if recorder.poll() is None:
+            recorder.kill()
+            recorder.wait()
+    if recorder.returncode != 0 or not output.exists():
+        return None, f"py-spy failed: {log.read_text(errors='replace').strip()[-300:]}"
+    if config.profile_raw:  # kept for flamegraph.pl or speedscope.app
+        shutil.copyfile(output, config.profile_raw)
+    return profile.parse(output.read_text()), ""
+
+
+def machine() -> report.Machine:
+    cpu_model = "unknown CPU"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+
+    def git(*args: str) -> str:
+        command = ["git", *args]
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)  # noqa: S603
+        return done.stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    if git("status", "--porcelain", "--", "apps", "gateway_project"):
+        commit += " with uncommitted changes to apps/ or gateway_project/"
+    database, redis = describe_database()
+    return report.Machine(
+        when=datetime.now(UTC),
+        cpus=len(os.sched_getaffinity(0)),  # what `nproc` prints
+        cpu_model=cpu_model,
+        python=platform.python_version(),
+        commit=commit,
+        database=database,
+        redis=redis,
+    )
+
+
+def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: contextlib.ExitStack):
+    env = gateway_env(workdir / "data")
+
+    upstream_port = free_port()
+    upstream = processes.start(
+        "upstream", [PYTHON, "-m", "bench.upstream", "--port", str(upstream_port)], dict(os.environ)
+    )
+    wait_until_healthy(upstream, upstream_port, "the stand-in upstream")
+    say(f"stand-in upstream on 127.0.0.1:{upstream_port} (pid {upstream.pid})")
+
+    run_django(["manage.py", "migrate", "--noinput", "-v0"], env, "manage.py migrate")
+    say(f"database migrated ({describe_database()[0]})")
+    seeded = json.loads(
+        run_django(
+            ["-m", "bench.seed", "create", "--upstream", f"http://127.0.0.1:{upstream_port}/v1"],
+            env,
+            "creating the bench organization",
+        )
+        .strip()
+        .splitlines()[-1]
+    )
+    if os.environ.get("DATABASE_URL"):  # a shared database: take the bench's rows away again
+        cleanup.callback(delete_organization, seeded["organization_id"], env)
+    say("organization, API key, provider key and model alias created")
+
+    gateway_port = free_port()
+    daphne = processes.start(
+        "daphne",
+        [
+            PYTHON,
+            "-m",
+            "daphne",
+            *config.daphne_args,
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(gateway_port),
+            ASGI_APPLICATION,
+        ],
+        env,
+    )
+    wait_until_healthy(daphne, gateway_port, "the gateway (Daphne)")
+    say(f"gateway (Daphne) on 127.0.0.1:{gateway_port} (pid {daphne.pid})")
+
+    brand = env.get("GATEWAY_BRAND", "gateway").lower()
+    authorization = f"Bearer {seeded['api_key']}"
+    json_headers = {"content-type": "application/json"}
+
+    def target(name: str, port: int, model: str, *, stream: bool) -> Target:
+        if port == upstream_port:
+            return Target(name, port, chat_body(model, stream=stream), json_headers)
+        return Target(
+            name,
+            port,
+            chat_body(model, stream=stream),
+            {**json_headers, "authorization": authorization},
+            required_header=f"x-{brand}-request-id",
+        )
+
+    direct = target("upstream", upstream_port, "gpt-4o-mini", stream=False)
+    gateway = target("gateway", gateway_port, seeded["model"], stream=False)
+    direct_stream = target("upstream stream", upstream_port, "gpt-4o-mini", stream=True)
+    gateway_stream = target("gateway stream", gateway_port, seeded["model"], stream=True)
+
+    try:
+        for warm in (direct, gateway):
+            completions(warm, WARM_UP)
+        for warm in (direct_stream, gateway_stream):
+            stream_first_byte(warm, WARM_UP // 3)
+        say("warmed up")
+        sequential: dict[str, Samples] = {}
+        for measured in (direct, gateway):
+            sequential[measured.name] = completions(measured, config.requests)
+        for measured in (direct_stream, gateway_stream):
+            sequential[measured.name] = stream_first_byte(measured, config.stream_requests)
+    except BadResponse as error:
+        raise Failed(f"a bad answer during the sequential runs: {error}") from None
+    say(
+        f"sequential: {config.requests:,} requests and {config.stream_requests:,} streams each way, "
+        "every answer a 200 with the request-id header"
+    )
+
+    pids = {"upstream": upstream.pid, "daphne": daphne.pid}
+    load_direct, _ = measure_load(wrk, upstream_port, direct.body, None, config.seconds, pids)
+    say(f"wrk straight to the upstream: {load_direct.requests_per_second:,.0f} requests/s")
+    time.sleep(1)  # let the closed connections go
+    load_gateway, spent = measure_load(wrk, gateway_port, gateway.body, authorization, config.seconds, pids)
+    say(f"wrk through the gateway: {load_gateway.requests_per_second:,.0f} requests/s")
+    others_cores = spent["others"] / load_gateway.seconds
+    if others_cores > report.NOISY_CPUS:  # other work on the machine shifts every number
+        say(f"warning: other processes used {others_cores:.2f} CPUs during that run; expect noisy numbers")
+    for name, result in (("upstream", load_direct), ("gateway", load_gateway)):
+        if result.status_errors or not result.requests:
+            raise Failed(
+                f"wrk against the {name} got {result.status_errors:,} non-2xx answers out of "
+                f"{result.requests:,}:\n{result.output}"
+            )
+        if result.socket_errors:
+            say(f"warning: wrk against the {name} saw {result.socket_errors} socket errors or timeouts")
+
+    time.sleep(1)
+    samples, profile_note = take_profile(
+        config, wrk, gateway_port, gateway.body, authorization, daphne.pid, workdir
+    )
+    say(f"profile: {profile.headline(samples)}" if samples else f"no profile: {profile_note}")
+    if daphne.poll() is not None:
+        raise Failed("the gateway exited during the run")
+
+    return report.Results(
+        machine=machine(),
+        requests=config.requests,
+        stream_requests=config.stream_requests,
+        seconds=config.seconds,
+        sequential_direct=sequential[direct.name],
+        sequential_gateway=sequential[gateway.name],
+        first_byte_direct=sequential[direct_stream.name],
+        first_byte_gateway=sequential[gateway_stream.name],
+        load_direct=load_direct,
+        load_gateway=load_gateway,
+        gateway_cpu_ms=spent["daphne"] * 1000 / load_gateway.requests,
+        gateway_cores=spent["daphne"] / load_gateway.seconds,
+        upstream_cpu_ms=spent["upstream"] * 1000 / load_gateway.requests,
+        wrk_cores=spent["wrk"] / load_gateway.seconds,
+        others_cores=others_cores,
+        profile=profile.summary(samples) if samples else None,
+        profile_note=profile_note,
+        daphne_args=" ".join(config.daphne_args),
+    )
+
+
+def _stop(signum, _frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main() -> int:
+    config = Config.from_env()
+    try:
+        wrk = ensure_wrk()
+    except WrkMissing as error:
+        print(error, file=sys.stderr)
+        return 2
+    # `kill` or a closed terminal stop the run the way Ctrl-C does: through the cleanup below.
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGHUP, _stop)
+    try:
+        with (
+            tempfile.TemporaryDirectory(prefix="gateway-bench-") as tmp,
+            contextlib.ExitStack() as cleanup,
+            Processes(Path(tmp)) as processes,
+        ):
+            try:
+                results = run(config, wrk, Path(tmp), processes, cleanup)
+            except Failed as error:
+                print(f"\nbench FAILED: {error}\n", file=sys.stderr)
+                print(processes.log_tails(), file=sys.stderr)
+                return 1
+    except KeyboardInterrupt:
+        print("\nbench interrupted; servers stopped and temporary files removed", file=sys.stderr)
+        return 130
+    print()
+    print(report.context(results))
+    print()
+    print(report.table(results))
+    print()
+    print(report.notes(results))
+    if config.write_doc:
+        report.write_doc(DOC, report.block(results))
+        print(f"\nWrote the results to {DOC.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""Creates (or deletes) what the benchmark needs in the gateway's database.
+
+Run with DJANGO_SETTINGS_MODULE=gateway_project.settings, after ``manage.py migrate``:
+
+    python -m bench.seed create --upstream http://127.0.0.1:9001/v1   # prints JSON
+    python -m bench.seed delete <organization id>
+
+``create`` makes an organization, an API key, an "openai" provider key pointing at the stand-in
+upstream and the ``bench-model`` alias, through the same services the management API uses, and
+prints the organization's id and the API key's secret as one JSON line.
+"""
+
+import argparse
+import json
+import secrets
+import sys
+
+import django
+
+ALIAS = "bench-model"
+UPSTREAM_MODEL = "gpt-4o-mini"
+
+
+def create(upstream: str) -> dict[str, str]:
+    from apps.catalog.services import model_alias_create
+    from apps.keys.services import api_key_create
+    from apps.organizations.models import Organization
+    from apps.providers.services import provider_key_create
+
+    # A fresh organization each run: on a shared database (DATABASE_URL) nothing clashes.
+    suffix = secrets.token_hex(4)
+    organization = Organization.objects.create(name=f"Benchmark {suffix}", slug=f"bench-{suffix}")
+    _, secret = api_key_create(organization=organization, name="bench")
+    provider_key_create(
+        organization=organization,
+        provider="openai",
+        secret="sk-bench-upstream",
+        base_url=upstream,
+        data_region="us",
+    )
+    model_alias_create(
+        organization=organization,
+        alias=ALIAS,
+        deployments=[{"provider": "openai", "upstream_model": UPSTREAM_MODEL}],
+    )
+    return {"organization_id": str(organization.id), "api_key": secret, "model": ALIAS}
+
+
+def delete(organization_id: str) -> None:
+    from apps.core.generations import generation_key
+    from apps.core.redis import sync_client
+    from apps.organizations.models import Organization
+
+    Organization.objects.filter(pk=organization_id).delete()  # keys and aliases cascade
+    client = sync_client()
+    if client is not None:  # the organization's configuration counter, on a shared Redis
+        client.delete(generation_key(organization_id))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("create").add_argument("--upstream", required=True)
+    commands.add_parser("delete").add_argument("organization_id")
+    args = parser.parse_args()
+    django.setup()
+    if args.command == "create":
+        print(json.dumps(create(args.upstream)))
+    else:
+        delete(args.organization_id)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

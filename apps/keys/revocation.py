@@ -55,14 +55,12 @@ async def check(key_id: str, organization_id: str) -> tuple[bool, int | None]:
     if client is None:
         return False, local_generation(organization_id)
     try:
-        async with client.pipeline(transaction=False) as pipe:
-            pipe.exists(_marker(key_id))
-            pipe.get(generation_key(organization_id))
-            revoked, generation = await pipe.execute()
+        # One command, one round trip: cheaper for the proxy's CPU than a two-command pipeline.
+        revoked, generation = await client.mget(_marker(key_id), generation_key(organization_id))
     except (redis.RedisError, OSError) as error:
         _warn_unreachable(error)
         return False, None
-    return bool(revoked), int(generation or 0)
+    return revoked is not None, int(generation or 0)
 
 
 def _warn_unreachable(error: Exception) -> None:

@@ -73,6 +73,8 @@ class OrganizationConfig:
     prices: dict[tuple[str, str], list[Price]]
     # The /v1/models answer, rendered once per generation.
     models_body: bytes = b""
+    # alias -> its deployments then its fallbacks' (routing.resolve_model), built on first use.
+    planned_deployments: dict[str, list] = field(default_factory=dict)
     # (provider, model) -> (price, in force from, in force until): the hot path looks a price up
     # once per request, so the version search runs only when the window is left.
     _price_cache: dict[tuple[str, str], tuple[Price | None, datetime, datetime]] = field(default_factory=dict)

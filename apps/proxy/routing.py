@@ -128,7 +128,10 @@ def resolve_model(
     name the request is known by. An alias of the catalog wins over a ``provider/model`` reading."""
     alias = config.aliases.get(model)
     if alias is not None:
-        return _alias_deployments(config, alias), model
+        planned = config.planned_deployments.get(model)
+        if planned is None:  # built once per alias and configuration generation
+            planned = config.planned_deployments[model] = _alias_deployments(config, alias)
+        return planned, model
     provider, slash, upstream_model = model.partition("/")
     if slash and provider in PROVIDERS and upstream_model:
         return [(None, DeploymentConfig(provider=provider, upstream_model=upstream_model))], model

@@ -275,6 +275,12 @@ if GATEWAY_MAX_ATTEMPTS < 1 or GATEWAY_REQUEST_DEADLINE_SECONDS <= 0:
 # on a persistent local disk.
 GATEWAY_OUTBOX_DIR = env.str("GATEWAY_OUTBOX_DIR", default=str(DATA_DIR / "outbox"))
 GATEWAY_OUTBOX_BATCH_SIZE = env.int("GATEWAY_OUTBOX_BATCH_SIZE", default=500)
+# in_process: a thread of each server process writes to the database (nothing else to run).
+# ingest_process: server processes only spool, and `manage.py outbox_ingest` (one per node, started
+# by `make run` in this mode) writes; the server's CPU then goes to requests alone (docs/benchmarks.md).
+GATEWAY_OUTBOX_DELIVERY = env_choice(
+    "GATEWAY_OUTBOX_DELIVERY", choices=("in_process", "ingest_process"), default="in_process"
+)
 GATEWAY_OUTBOX_FLUSH_SECONDS = env.float("GATEWAY_OUTBOX_FLUSH_SECONDS", default=0.2)
 # Off only to measure what the audit path costs (make bench); a gateway without it has no audit log.
 GATEWAY_AUDIT_ENABLED = env.bool("GATEWAY_AUDIT_ENABLED", default=True)

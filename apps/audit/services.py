@@ -5,6 +5,7 @@ the listener here only puts it in the outbox (apps/outbox), whose writer thread 
 (``entry_payload``) and bulk-inserts batches (``audit_entries_write``), idempotently by request id.
 """
 
+import time
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -126,5 +127,6 @@ def _insert(payloads: list[dict[str, Any]]) -> None:
             "cost_usd": Decimal(payload["cost_usd"]),
         }
         rows.append([field.get_db_prep_save(values[field.attname], connection) for field in fields])
+        time.sleep(0)  # lets the server's event loop in between rows (see Outbox._prepared)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.executemany(sql, rows)

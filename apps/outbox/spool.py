@@ -27,6 +27,7 @@ class Spool:
         self.directory = directory
         self._file = None
         self._path: Path | None = None
+        self._opened_at = 0.0
         self._sequence = 0
 
     def append(self, entries: list[tuple[str, Any]]) -> None:
@@ -38,6 +39,7 @@ class Spool:
             self._sequence += 1
             name = f"{os.getpid()}-{time.time_ns()}-{self._sequence}.jsonl{_OPEN}"
             self._path = self.directory / name
+            self._opened_at = time.monotonic()
             self._file = open(self._path, "a", encoding="utf-8")
         lines = "".join(
             json.dumps({"kind": kind, "payload": payload}, default=str) + "\n" for kind, payload in entries
@@ -53,6 +55,10 @@ class Spool:
             assert self._path is not None
             self._path.rename(self._path.with_name(self._path.name.removesuffix(_OPEN)))
             self._file = self._path = None
+
+    def age(self) -> float:
+        """Seconds since the file being written was opened."""
+        return time.monotonic() - self._opened_at
 
     @property
     def writing(self) -> bool:

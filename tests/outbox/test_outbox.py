@@ -145,3 +145,31 @@ def test_a_file_left_open_by_a_process_that_died_is_replayed(make_outbox, databa
     settle(box, lambda: len(database.rows) == 4)
 
     assert set(database.rows) == {"old-0", "old-1", "old-2", "new"}
+
+
+def test_a_spooling_server_writes_nothing_and_an_ingest_process_delivers_it_all(database, tmp_path):
+    import threading
+
+    server = ProbedOutbox(database, tmp_path / "spool", deliver=False, seal_seconds=0.0)
+    for n in range(120):
+        server.put("row", {"id": str(n)})
+    assert server.flush()
+    server._wake.set()
+    server.flush()
+    assert database.calls == 0  # the server process never touched the database
+    server.close()
+
+    ingest = ProbedOutbox(database, tmp_path / "spool")
+    stop = threading.Event()
+    thread = threading.Thread(target=ingest.ingest_forever, args=(stop, 0.01))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 5
+        while len(database.rows) < 120 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        thread.join(5)
+
+    assert set(database.rows) == {str(n) for n in range(120)}
+    assert not [p for p in (tmp_path / "spool").iterdir() if p.name.endswith((".jsonl", ".open"))]

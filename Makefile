@@ -46,6 +46,7 @@ test: lint
 bench: install
 	@test -x $(BIN)/py-spy || $(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
 	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.writer
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

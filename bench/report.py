@@ -55,6 +55,8 @@ class Results:
     profile: str | None  # markdown, or None when no profile was taken
     profile_note: str = ""
     daphne_args: str = ""  # BENCH_DAPHNE_ARGS, when a run tries a change
+    # The sequential run against a second gateway with GATEWAY_AUDIT_ENABLED=false.
+    sequential_gateway_without_audit: Samples | None = None
 
 
 def _ms(value: float) -> str:
@@ -179,6 +181,20 @@ def notes(r: Results) -> str:
     )
 
 
+def audit_note(r: Results) -> str:
+    off = r.sequential_gateway_without_audit
+    if off is None:
+        return ""
+    on = r.sequential_gateway
+    return (
+        "What the audit path costs a request: the same sequential run against a gateway with "
+        f"`GATEWAY_AUDIT_ENABLED=false` took p50 {off.percentile(50):.2f} ms and p99 "
+        f"{off.percentile(99):.2f} ms, against {on.percentile(50):.2f} ms and {on.percentile(99):.2f} ms "
+        f"with it ({on.percentile(50) - off.percentile(50):+.2f} ms at p50, "
+        f"{on.percentile(99) - off.percentile(99):+.2f} ms at p99)."
+    )
+
+
 NOISY_CPUS = 0.2  # other processes' CPU during the measured run above which the numbers drift
 
 
@@ -197,6 +213,8 @@ def block(r: Results) -> str:
         table(r),
         "",
         notes(r),
+        "",
+        audit_note(r),
         "",
         "### Profile of the latest run",
         "",

@@ -416,6 +416,11 @@ def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: 
     say(f"profile: {profile.headline(samples)}" if samples else f"no profile: {profile_note}")
     if daphne.poll() is not None:
         raise Failed("the gateway exited during the run")
+    audit_off = sequential_without_audit(config, env, processes, seeded, authorization, json_headers, brand)
+    say(
+        "the same sequential run with the audit path switched off: "
+        f"p50 {audit_off.percentile(50):.2f} ms, p99 {audit_off.percentile(99):.2f} ms"
+    )
 
     return report.Results(
         machine=machine(),
@@ -436,7 +441,34 @@ def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: 
         profile=profile.summary(samples) if samples else None,
         profile_note=profile_note,
         daphne_args=" ".join(config.daphne_args),
+        sequential_gateway_without_audit=audit_off,
     )
+
+
+def sequential_without_audit(config, env, processes, seeded, authorization, json_headers, brand) -> Samples:
+    """The sequential gateway run again against a second Daphne with GATEWAY_AUDIT_ENABLED=false:
+    what the audit path costs a request is the difference."""
+    port = free_port()
+    server = processes.start(
+        "daphne-without-audit",
+        [PYTHON, "-m", "daphne", *config.daphne_args, "-b", "127.0.0.1", "-p", str(port), ASGI_APPLICATION],
+        {**env, "GATEWAY_AUDIT_ENABLED": "false"},
+    )
+    wait_until_healthy(server, port, "the gateway without its audit path")
+    measured = Target(
+        "gateway without audit",
+        port,
+        chat_body(seeded["model"], stream=False),
+        {**json_headers, "authorization": authorization},
+        required_header=f"x-{brand}-request-id",
+    )
+    try:
+        completions(measured, WARM_UP)
+        return completions(measured, config.requests)
+    except BadResponse as error:
+        raise Failed(f"a bad answer from the gateway without its audit path: {error}") from None
+    finally:
+        server.terminate()
 
 
 def _stop(signum, _frame) -> None:

@@ -41,10 +41,11 @@ class Spool:
             self._path = self.directory / name
             self._opened_at = time.monotonic()
             self._file = open(self._path, "a", encoding="utf-8")
-        lines = "".join(
-            json.dumps({"kind": kind, "payload": payload}, default=str) + "\n" for kind, payload in entries
-        )
-        self._file.write(lines)
+        lines = []
+        for kind, payload in entries:
+            lines.append(json.dumps({"kind": kind, "payload": payload}, default=str) + "\n")
+            time.sleep(0)  # the server's event loop shares the GIL: let it in between entries
+        self._file.write("".join(lines))
         self._file.flush()
         os.fsync(self._file.fileno())
 

@@ -40,6 +40,14 @@ def decrypt(token: str) -> str:
     return _fernet().decrypt(token.encode()).decode()
 
 
+def encrypt_bytes(plaintext: bytes) -> bytes:
+    return _fernet().encrypt(plaintext)
+
+
+def decrypt_bytes(token: bytes) -> bytes:
+    return _fernet().decrypt(token)
+
+
 def reencrypt(token: str) -> str:
     """The same secret under the current first key."""
     return _fernet().rotate(token.encode()).decode()

@@ -28,7 +28,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, connections
 
-from .spool import Spool
+from .spool import Spool, UnreadableSpool
 
 logger = logging.getLogger(__name__)
 
@@ -147,8 +147,9 @@ class Outbox:
             batch = self._take(min(pending, self.batch_size))
             pending -= len(batch)
             try:
-                for kind, payloads in self._prepared(batch).items():
-                    self._spill(kind, payloads)
+                # The items go to disk as they are: preparing them (building the row, redacting
+                # bodies) is the ingest process's work, so this process pays only for writing them.
+                self._spill_raw(batch)
             finally:
                 self._in_hand = 0
         # Sealed files are what the ingest process can take: seal often, so entries show up soon.
@@ -182,8 +183,7 @@ class Outbox:
             if self.deliver:
                 self._deliver(batch)
             else:
-                for kind, payloads in self._prepared(batch).items():
-                    self._spill(kind, payloads)
+                self._spill_raw(batch)
         self.spool.seal()
         connections.close_all()
 
@@ -204,7 +204,10 @@ class Outbox:
                 payload = item if isinstance(item, dict) else definition.prepare(item)
             except Exception:
                 logger.exception("Outbox: could not prepare a %r item; dead-lettered", kind)
-                self._dead_letter(kind, repr(item))
+                # Only what identifies it: the raw item may hold unredacted bodies.
+                self._dead_letter(
+                    kind, {"item": type(item).__name__, "id": getattr(item, "request_id", None)}
+                )
                 continue
             grouped.setdefault(kind, []).append(payload)
         return grouped
@@ -248,12 +251,15 @@ class Outbox:
                 self._dead_letter(kind, payload)
 
     def _spill(self, kind: str, payloads: list[dict[str, Any]]) -> None:
+        self._spill_raw([(kind, payload) for payload in payloads])
+
+    def _spill_raw(self, batch: list[tuple[str, Any]]) -> None:
         try:
-            self.spool.append([(kind, payload) for payload in payloads])
-        except OSError:
-            logger.exception("Outbox: could not spool %d %r item(s); they are lost", len(payloads), kind)
+            self.spool.append(batch)
+        except Exception:
+            logger.exception("Outbox: could not spool %d item(s); they are lost", len(batch))
             return
-        self.spilled += len(payloads)
+        self.spilled += len(batch)
 
     def _database_answers(self) -> bool:
         try:
@@ -273,7 +279,7 @@ class Outbox:
                 continue
             try:
                 delivered = self._replay_file(claimed)
-            except (OSError, ValueError, KeyError):
+            except (OSError, ValueError, KeyError, UnreadableSpool):
                 logger.exception("Outbox: spool file %s is unreadable; kept aside", claimed.name)
                 claimed.rename(claimed.with_suffix(".unreadable"))
                 continue
@@ -287,14 +293,9 @@ class Outbox:
         self._healthy = True
 
     def _replay_file(self, claimed: Path) -> bool:
-        grouped: dict[str, list[dict[str, Any]]] = {}
-        for kind, payload in self.spool.read(claimed):
-            grouped.setdefault(kind, []).append(payload)
-        for kind, payloads in grouped.items():
-            if kind not in self._kinds:
-                for payload in payloads:
-                    self._dead_letter(kind, payload)
-                continue
+        # Items are spooled as they were put (a server process in ingest mode does not prepare
+        # them) or already prepared (a batch spilled after a failed delivery): _prepared takes both.
+        for kind, payloads in self._prepared(list(self.spool.read(claimed))).items():
             for start in range(0, len(payloads), self.batch_size):
                 chunk = payloads[start : start + self.batch_size]
                 if self._try(kind, chunk):

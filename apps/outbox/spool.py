@@ -1,6 +1,8 @@
-"""A durable local spool: what the outbox could not deliver waits here, on disk, until it can.
+"""A durable local spool: what the outbox could not deliver (or, with an ingest process, does not
+deliver itself) waits here, on disk, until it can.
 
-Each process appends to its own file (JSON Lines, flushed and fsynced per batch) named
+Each process appends to its own file (a line per batch: the items pickled, then encrypted and
+authenticated with the gateway's Fernet keys; flushed and fsynced) named
 ``<pid>-<time>-<n>.jsonl.open`` while it writes, and renamed ``.jsonl`` when sealed. A sealed file is
 replayed by whichever process claims it first: claiming is an atomic rename to
 ``.jsonl.replaying-<pid>``, so two workers never replay the same file. A replayed file is deleted only
@@ -8,15 +10,22 @@ after every entry in it was delivered; handlers are idempotent, so a file replay
 does no harm. Files left open or claimed by a process that died are put back at start-up.
 """
 
-import json
 import logging
 import os
+import pickle
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from apps.core import crypto
+
 logger = logging.getLogger(__name__)
+
+
+class UnreadableSpool(Exception):
+    """A spool line this gateway's keys cannot decrypt (the keys changed, or it was tampered with)."""
+
 
 _OPEN = ".open"
 _CLAIMED = ".replaying-"
@@ -31,7 +40,7 @@ class Spool:
         self._sequence = 0
 
     def append(self, entries: list[tuple[str, Any]]) -> None:
-        """Writes ``(kind, payload)`` entries durably; payloads must be JSON-serialisable."""
+        """Writes ``(kind, item)`` entries durably; items must pickle (dicts, the proxy's records)."""
         if not entries:
             return
         if self._file is None:
@@ -41,11 +50,14 @@ class Spool:
             self._path = self.directory / name
             self._opened_at = time.monotonic()
             self._file = open(self._path, "a", encoding="utf-8")
-        lines = []
-        for kind, payload in entries:
-            lines.append(json.dumps({"kind": kind, "payload": payload}, default=str) + "\n")
-            time.sleep(0)  # the server's event loop shares the GIL: let it in between entries
-        self._file.write("".join(lines))
+        # One line per batch: the pickled items, encrypted (request bodies may hold secrets, and
+        # the spool is data at rest) and authenticated (nothing but this gateway can make a line
+        # that will be unpickled). Pickle and AES run in C: far cheaper for the server's process
+        # than building JSON item by item.
+        self._file.write(
+            crypto.encrypt_bytes(pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL)).decode()
+        )
+        self._file.write("\n")
         self._file.flush()
         os.fsync(self._file.fileno())
 
@@ -93,8 +105,11 @@ class Spool:
                     # A line cut by a crash mid-write was never acknowledged; everything before counts.
                     logger.warning("Outbox spool %s: incomplete line %d skipped", claimed.name, number)
                     continue
-                entry = json.loads(line)
-                yield entry["kind"], entry["payload"]
+                try:
+                    entries = pickle.loads(crypto.decrypt_bytes(line.rstrip("\n").encode()))  # noqa: S301
+                except crypto.InvalidToken as error:
+                    raise UnreadableSpool(f"line {number} cannot be decrypted") from error
+                yield from entries
 
     def recover(self) -> None:
         """Puts back files that a process which has died left open or claimed. Called before this

@@ -133,18 +133,35 @@ def test_closing_drains_what_is_queued_into_the_spool_when_the_database_is_down(
 
 
 def test_a_file_left_open_by_a_process_that_died_is_replayed(make_outbox, database, tmp_path):
+    from apps.outbox.spool import Spool
+
     spool = tmp_path / "spool"
-    spool.mkdir()
+    writer = Spool(spool)
+    writer.append([("row", {"id": f"old-{n}"}) for n in range(3)])
+    written = next(spool.iterdir())
+    writer._file.close()
     dead_pid = 2**22 + 17  # above any pid_max default: no such process
-    lines = "".join(json.dumps({"kind": "row", "payload": {"id": f"old-{n}"}}) + "\n" for n in range(3))
-    (spool / f"{dead_pid}-1-1.jsonl.open").write_text(lines + '{"kind": "row", "payl')  # cut mid-line
     assert not os.path.exists(f"/proc/{dead_pid}")
+    left_open = spool / f"{dead_pid}-1-1.jsonl.open"
+    written.rename(left_open)
+    with open(left_open, "a") as file:
+        file.write("gAAAAAB-cut-mid-line")  # the crash came in the middle of the next batch
 
     box = make_outbox()
     box.put("row", {"id": "new"})
     settle(box, lambda: len(database.rows) == 4)
 
     assert set(database.rows) == {"old-0", "old-1", "old-2", "new"}
+
+
+def test_the_spool_keeps_nothing_in_clear(make_outbox, database, tmp_path):
+    box = make_outbox(deliver=False, seal_seconds=0.0)
+    box.put("row", {"id": "1", "body": "my key is sk-proj-abcdefghijklmnop"})
+    assert box.flush()
+    box.close()
+
+    [spooled] = [p for p in (tmp_path / "spool").iterdir() if p.name.endswith(".jsonl")]
+    assert b"sk-proj" not in spooled.read_bytes()
 
 
 def test_a_spooling_server_writes_nothing_and_an_ingest_process_delivers_it_all(database, tmp_path):

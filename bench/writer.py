@@ -4,9 +4,10 @@
 
 Makes ``BENCH_WRITER_ENTRIES`` request records (the proxy's own ``RequestRecord``, bodies kept as
 "redacted", the default), then measures the two halves of the path separately, in this process:
-the server's half (prepare each record and append it to the spool, as a Daphne process does with
-GATEWAY_OUTBOX_DELIVERY=ingest_process) and the ingest half (deliver the spooled entries to the
-database with their spend rollups, as ``manage.py outbox_ingest`` does). A throwaway SQLite database
+the server's half (append each record to the spool, pickled and encrypted, as a Daphne process does
+with GATEWAY_OUTBOX_DELIVERY=ingest_process) and the ingest half (prepare the rows, redact the
+bodies and write them with their spend rollups, as ``manage.py outbox_ingest`` does). A throwaway
+SQLite database
 unless DATABASE_URL is set (its rows are deleted again). Prints a line and rewrites the writer
 block of docs/benchmarks.md.
 """
@@ -147,8 +148,9 @@ def main() -> int:
     result = json.loads(out.strip().splitlines()[-1])
     line = (
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {result['database']}: "
-        f"{result['entries']:,} request records. Server side (prepare, redact, spool with fsync): "
-        f"**{result['spool_per_s']:,.0f} entries/s**; ingest (insert with the spend rollups): "
+        f"{result['entries']:,} request records. Server side (pickle, encrypt, spool with fsync): "
+        f"**{result['spool_per_s']:,.0f} entries/s**; ingest (prepare, redact, insert with the spend "
+        f"rollups): "
         f"**{result['ingest_per_s']:,.0f} entries/s** per ingest process."
     )
     print(line)

@@ -4,6 +4,7 @@ Run one per node, beside the Daphne processes, on the same GATEWAY_OUTBOX_DIR. S
 once: each spool file is claimed by exactly one. SIGTERM stops it after the file in hand.
 """
 
+import os
 import signal
 import threading
 
@@ -17,8 +18,16 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--interval", type=float, default=0.2, help="seconds between looks at the spool")
+        parser.add_argument(
+            "--nice",
+            type=int,
+            default=10,
+            help="CPU priority increment: on a node shared with servers, the log waits for requests",
+        )
 
-    def handle(self, *args, interval: float, **options) -> None:
+    def handle(self, *args, interval: float, nice: int, **options) -> None:
+        if nice:
+            os.nice(nice)
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())

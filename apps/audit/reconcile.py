@@ -211,16 +211,16 @@ def reconcile(
     aggregates: UsageSource | None = None,
 ) -> ReconcileReport:
     start, end = aligned(start, end)
-    log = AuditLogSource()
-    source = source or log
+    source = source or AuditLogSource()
     aggregates = aggregates or RollupSource()
-    expected = source.totals(organization_id, start, end)
+    # The log's rows are read once: they give the comparison's totals and, with apply, the rebuild.
+    log_rows = source.rows(organization_id, start, end) if isinstance(source, AuditLogSource) else None
+    expected = _group(log_rows) if log_rows is not None else source.totals(organization_id, start, end)
     found = aggregates.totals(organization_id, start, end)
     differences = compare(expected, found)
-    if apply and differences and isinstance(source, AuditLogSource) and isinstance(aggregates, RollupSource):
-        rebuild_aggregates(
-            organization_id=organization_id, start=start, end=end, rows=log.rows(organization_id, start, end)
-        )
+    applied = bool(apply and differences and log_rows is not None and isinstance(aggregates, RollupSource))
+    if applied:
+        rebuild_aggregates(organization_id=organization_id, start=start, end=end, rows=log_rows)
     return ReconcileReport(
         start=start,
         end=end,
@@ -229,7 +229,7 @@ def reconcile(
         expected=_sum(expected.values()),
         found=_sum(found.values()),
         differences=differences,
-        applied=bool(apply and differences),
+        applied=applied,
     )
 
 

@@ -160,7 +160,7 @@ def counters_set(deltas: dict[RollupKey, Totals], days: Iterable[str], organizat
     if client is None:
         return
     days = set(days)
-    values = {key: nanos for key, nanos in _counter_increments(deltas).items()}
+    values = _counter_increments(deltas)
     pipe = client.pipeline(transaction=True)
     for day in days:
         for key in client.scan_iter(

@@ -8,6 +8,7 @@ rotation, a new deployment, a team's regions) applies to the next request on eve
 usual request does no database read.
 """
 
+import json
 import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -112,8 +113,6 @@ def _usable_address(base_url: str) -> bool:
 
 
 def load_organization_config(organization_id: str, generation: int) -> OrganizationConfig | None:
-    import json
-
     organization = (
         Organization.objects.filter(pk=organization_id).only("allowed_data_regions", "log_bodies").first()
     )

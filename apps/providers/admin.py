@@ -41,6 +41,11 @@ class ProviderKeyForm(forms.ModelForm):
         adding = self.instance._state.adding
         if adding and not cleaned.get("secret"):
             self.add_error("secret", "A new provider key needs its secret.")
+        if not adding and "base_url" in self.changed_data and not cleaned.get("secret"):
+            self.add_error(
+                "secret",
+                "A new base URL needs the secret again: the stored one is never sent to a new address.",
+            )
         # Checked again only when it changes: a later, stricter setting must not block draining a key.
         if cleaned.get("base_url") and (adding or "base_url" in self.changed_data):
             try:
@@ -87,9 +92,7 @@ class ProviderKeyAdmin(admin.ModelAdmin):
             obj.pk, obj._state.adding = created.pk, False
             return
         changes = {name: form.cleaned_data[name] for name in form.changed_data if name != "secret"}
-        services.provider_key_update(provider_key=obj, **changes)
-        if secret:
-            services.provider_key_rotate(provider_key=obj, secret=secret)
+        services.provider_key_update(provider_key=obj, secret=secret or None, **changes)
 
     def delete_model(self, request, obj: ProviderKey) -> None:
         services.provider_key_delete(provider_key=obj)

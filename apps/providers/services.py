@@ -1,6 +1,7 @@
 from django.db import transaction
 from django.utils import timezone
 
+from apps.core.errors import InvalidRequest
 from apps.core.generations import bump_generation
 from apps.organizations.models import Organization
 
@@ -16,11 +17,28 @@ def provider_key_create(*, organization: Organization, secret: str, **fields) ->
     return provider_key
 
 
+KEY_REQUIRED_MESSAGE = (
+    "Changing base_url needs the secret again (key): the stored one is never sent to a new address."
+)
+
+
 @transaction.atomic
-def provider_key_update(*, provider_key: ProviderKey, **changes) -> ProviderKey:
+def provider_key_update(*, provider_key: ProviderKey, secret: str | None = None, **changes) -> ProviderKey:
+    """Applies ``changes``; a ``secret`` also rotates the key. Setting ``base_url`` needs the secret:
+    otherwise whoever may edit a key could point it at a server of their own and read the stored
+    secret off the first request."""
+    if "base_url" in changes and not secret:
+        raise InvalidRequest(
+            KEY_REQUIRED_MESSAGE, code="key_required", fields={"key": [KEY_REQUIRED_MESSAGE]}
+        )
     for field, value in changes.items():
         setattr(provider_key, field, value)
-    provider_key.save(update_fields=[*changes, "updated_at"])
+    update_fields = [*changes, "updated_at"]
+    if secret:
+        provider_key.set_secret(secret)
+        provider_key.rotated_at = timezone.now()
+        update_fields += ["secret_encrypted", "key_hint", "rotated_at"]
+    provider_key.save(update_fields=update_fields)
     bump_generation(provider_key.organization_id)
     return provider_key
 

@@ -352,8 +352,8 @@ def test_it_answers_404_for_a_key_that_does_not_exist(session_client):
 # --- update ------------------------------------------------------------------------------------
 
 
-def test_it_changes_weight_region_base_url_and_activity(session_client, provider_key):
-    changes = {"weight": 0.5, "data_region": "us-east", "base_url": PUBLIC_URL, "is_active": False}
+def test_it_changes_weight_region_and_activity(session_client, provider_key):
+    changes = {"weight": 0.5, "data_region": "us-east", "is_active": False}
 
     response = session_client.patch(f"{URL}/{provider_key.id}", changes, format="json")
 
@@ -363,6 +363,60 @@ def test_it_changes_weight_region_base_url_and_activity(session_client, provider
     assert read_back["key_hint"] == "…1111"
     assert read_back["rotated_at"] is None
     assert stored_secret(provider_key.id) == "sk-old-secret-1111"
+
+
+@pytest.mark.parametrize("base_url", [PUBLIC_URL, ""])
+def test_it_refuses_to_send_the_stored_secret_to_a_new_base_url(session_client, provider_key, base_url):
+    # Otherwise an admin could point the key at a server of their own and read the secret there.
+    response = session_client.patch(f"{URL}/{provider_key.id}", {"base_url": base_url}, format="json")
+
+    error = assert_error(response, 400, "key_required")
+    assert "key" in error["fields"]
+    read_back = session_client.get(f"{URL}/{provider_key.id}").json()
+    assert (read_back["base_url"], read_back["rotated_at"]) == ("", None)
+    assert stored_secret(provider_key.id) == "sk-old-secret-1111"
+
+
+def test_a_new_base_url_takes_the_secret_sent_with_it(session_client, provider_key):
+    response = session_client.patch(
+        f"{URL}/{provider_key.id}", {"base_url": PUBLIC_URL, "key": "sk-for-the-new-host-3333"}, format="json"
+    )
+
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["base_url"], body["key_hint"]) == (PUBLIC_URL, "…3333")
+    assert body["rotated_at"] is not None
+    assert "sk-for-the-new-host-3333" not in response.content.decode()
+    assert stored_secret(provider_key.id) == "sk-for-the-new-host-3333"
+
+
+def test_the_admin_console_refuses_a_new_base_url_without_the_secret(organization, provider_key):
+    from django.test import Client
+
+    from tests.factories import UserFactory
+
+    browser = Client()
+    browser.force_login(UserFactory(is_staff=True, is_superuser=True))
+    form = {
+        "name": "",
+        "weight": "3",
+        "data_region": "eu",
+        "base_url": PUBLIC_URL,
+        "api_version": "",
+        "supports_stream_usage": "on",
+        "is_active": "on",
+        "secret": "",
+    }
+    change_page = f"/admin/providers/providerkey/{provider_key.id}/change/"
+
+    refused = browser.post(change_page, form)
+    accepted = browser.post(change_page, {**form, "secret": "sk-for-the-new-host-4444"})
+
+    assert refused.status_code == 200
+    assert "needs the secret again" in refused.content.decode()
+    assert accepted.status_code == 302, accepted.content.decode()
+    provider_key.refresh_from_db()
+    assert (provider_key.base_url, provider_key.secret()) == (PUBLIC_URL, "sk-for-the-new-host-4444")
 
 
 def test_a_patch_changes_only_the_fields_it_names(session_client, provider_key):
@@ -432,14 +486,11 @@ def test_it_refuses_to_remove_the_base_url_an_azure_key_needs(session_client, or
 
 
 def test_a_private_base_url_is_refused_in_a_patch_unless_allowed(session_client, provider_key, settings):
+    change = {"base_url": "http://127.0.0.1:8080/v1", "key": "sk-local-5555"}
     settings.GATEWAY_ALLOW_PRIVATE_UPSTREAMS = False
-    refused = session_client.patch(
-        f"{URL}/{provider_key.id}", {"base_url": "http://127.0.0.1:8080/v1"}, format="json"
-    )
+    refused = session_client.patch(f"{URL}/{provider_key.id}", change, format="json")
     settings.GATEWAY_ALLOW_PRIVATE_UPSTREAMS = True
-    accepted = session_client.patch(
-        f"{URL}/{provider_key.id}", {"base_url": "http://127.0.0.1:8080/v1"}, format="json"
-    )
+    accepted = session_client.patch(f"{URL}/{provider_key.id}", change, format="json")
 
     assert_invalid_field(refused, "base_url")
     assert accepted.status_code == 200

@@ -74,9 +74,13 @@ class _ProviderKeyFields(serializers.Serializer):
             raise serializers.ValidationError(error.message) from error
 
 
+def secret_field(**kwargs) -> StrictCharField:
+    return StrictCharField(max_length=4096, min_length=4, trim_whitespace=True, write_only=True, **kwargs)
+
+
 class ProviderKeyCreateSerializer(_ProviderKeyFields):
     provider = serializers.ChoiceField(choices=Provider.choices)
-    key = StrictCharField(max_length=4096, min_length=4, trim_whitespace=True)
+    key = secret_field()
 
     def validate(self, attrs):
         missing = missing_settings(
@@ -88,15 +92,17 @@ class ProviderKeyCreateSerializer(_ProviderKeyFields):
 
 
 class ProviderKeyUpdateSerializer(_ProviderKeyFields):
-    """A partial update of ``instance``. The secret changes only through rotate, and the provider
-    never: a key of another provider is another key."""
+    """A partial update of ``instance``. The secret changes through rotate, or with ``base_url``
+    (which needs it: apps/providers/services.py); the provider never changes: a key of another
+    provider is another key."""
 
     data_region = region_field(required=False)
     is_active = serializers.BooleanField(required=False)
+    key = secret_field(required=False, help_text="Required with base_url: the secret for the new address.")
 
     def validate(self, attrs):
         refused = {}
-        if "key" in self.initial_data:
+        if "key" in self.initial_data and "base_url" not in self.initial_data:
             refused["key"] = [
                 'The secret is not changed here: POST /api/v1/provider-keys/{id}/rotate with {"key": "..."}.'
             ]
@@ -117,4 +123,4 @@ class ProviderKeyUpdateSerializer(_ProviderKeyFields):
 
 
 class ProviderKeyRotateSerializer(serializers.Serializer):
-    key = StrictCharField(max_length=4096, min_length=4, trim_whitespace=True)
+    key = secret_field()

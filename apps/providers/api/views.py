@@ -38,7 +38,10 @@ class ProviderKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Organ
         provider_key = self.get_object()
         serializer = ProviderKeyUpdateSerializer(provider_key, data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
-        provider_key = services.provider_key_update(provider_key=provider_key, **serializer.validated_data)
+        changes = dict(serializer.validated_data)
+        provider_key = services.provider_key_update(
+            provider_key=provider_key, secret=changes.pop("key", None), **changes
+        )
         return Response(ProviderKeySerializer(provider_key).data)
 
     @extend_schema(responses={204: None})

@@ -1,8 +1,11 @@
-from datetime import UTC
+from datetime import UTC, timedelta
 
 from django.utils.dateparse import parse_datetime
 from rest_framework import pagination
 from rest_framework.exceptions import NotFound
+
+# The widest UTC offset PostgreSQL's timestamptz accepts (+-15:59:59).
+_MAX_OFFSET = timedelta(hours=16)
 
 
 class CursorPagination(pagination.CursorPagination):
@@ -17,13 +20,15 @@ class CursorPagination(pagination.CursorPagination):
     def decode_cursor(self, request):
         cursor = super().decode_cursor(request)
         # The position goes into a filter on created_at; a forged one must be a bad cursor (404,
-        # as DRF answers other bad cursors), not a database error.
+        # as DRF answers other bad cursors), not a database error. A usable one reaches the
+        # database in UTC, the form the gateway writes: no offset PostgreSQL could refuse.
         if cursor is not None and cursor.position is not None:
             try:
                 moment = parse_datetime(cursor.position)
-                valid = moment is not None and moment.tzinfo is not None and bool(moment.astimezone(UTC))
+                offset = moment.utcoffset() if moment is not None else None
+                if offset is None or abs(offset) >= _MAX_OFFSET:
+                    raise ValueError(cursor.position)
+                cursor = cursor._replace(position=str(moment.astimezone(UTC)))
             except (ValueError, OverflowError):
-                valid = False
-            if not valid:
-                raise NotFound(self.invalid_cursor_message)
+                raise NotFound(self.invalid_cursor_message) from None
         return cursor

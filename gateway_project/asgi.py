@@ -8,6 +8,7 @@ import functools
 import os
 
 from channels.routing import ProtocolTypeRouter
+from django.conf import settings
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gateway_project.settings")
@@ -15,6 +16,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gateway_project.settings")
 django_app = get_asgi_application()  # sets Django up before the proxy imports models
 
 from apps.proxy.app import proxy_app  # noqa: E402
+from gateway_project.client_address import trust_forwarded_for  # noqa: E402
 
 
 def _memoise_twisted_content_type_parsing() -> None:
@@ -41,4 +43,5 @@ async def http_app(scope, receive, send):
         await django_app(scope, receive, send)
 
 
-application = ProtocolTypeRouter({"http": http_app})
+# X-Forwarded-For is believed only from GATEWAY_TRUSTED_PROXIES; with none, http_app is served as is.
+application = ProtocolTypeRouter({"http": trust_forwarded_for(http_app, settings.GATEWAY_TRUSTED_PROXIES)})

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
+from .client_address import parse_trusted_proxies
 from .env import BASE_DIR, DATA_DIR, env, env_choice, local_secret
 
 DEBUG = env.bool("DEBUG", default=False)
@@ -161,7 +162,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PAGINATION_CLASS": "apps.core.api.pagination.CursorPagination",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "apps.core.api.schema.ManagementAutoSchema",
     "EXCEPTION_HANDLER": "apps.core.api.exceptions.management_exception_handler",
     "UNAUTHENTICATED_USER": None,
     "DATETIME_FORMAT": "%Y-%m-%dT%H:%M:%SZ",
@@ -187,6 +188,10 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": r"/api/v1",
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "apps.audit.api.export_schema.document_exports",
+    ],
 }
 
 # --- The gateway itself ---------------------------------------------------------------------
@@ -221,6 +226,10 @@ SECURE_HSTS_PRELOAD = GATEWAY_HTTPS
 if env.bool("TRUST_X_FORWARDED_PROTO", default=GATEWAY_HTTPS):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+# Reverse proxies whose X-Forwarded-For is believed (comma-separated addresses or CIDR networks;
+# default none: the TCP peer is the client). gateway_project/client_address.py takes the right-most
+# address that is not one of these.
+GATEWAY_TRUSTED_PROXIES = parse_trusted_proxies(env.list("GATEWAY_TRUSTED_PROXIES", default=[]))
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024

@@ -21,4 +21,6 @@ fi
 trap 'kill -TERM "$worker" $ingest 2>/dev/null || true; wait 2>/dev/null || true' EXIT INT TERM
 
 echo "Gateway on http://${HOST:-127.0.0.1}:${PORT:-8000}/ (admin console at /admin/, API docs at /api/v1/docs)"
-"$BIN/daphne" -b "${HOST:-127.0.0.1}" -p "${PORT:-8000}" --proxy-headers gateway_project.asgi:application
+# Daphne is not told to read forwarded headers (it would believe X-Forwarded-For from anyone); the
+# gateway reads them from GATEWAY_TRUSTED_PROXIES only (gateway_project/client_address.py).
+"$BIN/daphne" -b "${HOST:-127.0.0.1}" -p "${PORT:-8000}" gateway_project.asgi:application

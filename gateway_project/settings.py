@@ -155,6 +155,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "/admin/login/"
+# Every sign-in path counts failures and honours the lock-out (apps/accounts/login_throttle.py).
+AUTHENTICATION_BACKENDS = ["apps.accounts.login_throttle.ThrottledModelBackend"]
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["apps.accounts.authentication.SessionTokenAuthentication"],

@@ -6,4 +6,4 @@ class AccountsConfig(AppConfig):
     label = "accounts"
 
     def ready(self) -> None:
-        from . import schema  # noqa: F401  (registers the OpenAPI authentication extension)
+        from . import login_throttle, schema  # noqa: F401  (connects the signal; registers the OpenAPI extension)

@@ -15,20 +15,20 @@ from .serializers import LoginSerializer, RefreshSerializer, SessionSerializer
 class LoginView(APIView):
     authentication_classes: list = []
     permission_classes = [AllowAny]
+    error_statuses = {"post": (400, 401, 429)}
 
     @extend_schema(request=LoginSerializer, responses={200: SessionSerializer}, auth=[])
     def post(self, request):
         serializer = LoginSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        session = services.session_login(
-            **serializer.validated_data, client_ip=request.META.get("REMOTE_ADDR", "")
-        )
+        session = services.session_login(request=request, **serializer.validated_data)
         return Response(session)
 
 
 class RefreshView(APIView):
     authentication_classes: list = []
     permission_classes = [AllowAny]
+    error_statuses = {"post": (400, 401)}
 
     @extend_schema(request=RefreshSerializer, responses={200: SessionSerializer}, auth=[])
     def post(self, request):
@@ -45,6 +45,7 @@ class LogoutView(APIView):
     # No access token needed: a client whose access expired must still be able to end its session.
     authentication_classes: list = []
     permission_classes = [AllowAny]
+    error_statuses = {"post": (400, 401)}
 
     @extend_schema(request=RefreshSerializer, responses={204: None}, auth=[])
     def post(self, request):

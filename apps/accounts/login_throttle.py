@@ -1,0 +1,75 @@
+"""Failed sign-ins, counted once for every sign-in path (the management API's login, the admin console).
+
+Failures are counted by Django's ``user_login_failed`` signal, which every ``authenticate()`` sends, so
+a new sign-in path is counted without doing anything. They are counted per account and per client
+address (an address gets more room because many people can share one), for
+``GATEWAY_LOGIN_FAILURE_WINDOW_SECONDS`` from the first failure. Once either count reaches its limit,
+``ThrottledModelBackend`` refuses every attempt, even with the right password, until the window passes;
+the login paths ask ``locked_out`` first so they can say why.
+"""
+
+import hashlib
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.backends import ModelBackend
+from django.contrib.auth.signals import user_login_failed
+from django.core.cache import cache
+from django.core.exceptions import PermissionDenied
+from django.dispatch import receiver
+from django.http import HttpRequest
+
+
+def client_address(request: HttpRequest | None) -> str:
+    """The address gateway_project/client_address.py settled on (the peer, or the right-most untrusted
+    X-Forwarded-For hop behind a trusted proxy)."""
+    return request.META.get("REMOTE_ADDR", "") if request is not None else ""
+
+
+def _account_key(username: str) -> str:
+    digest = hashlib.sha256(username.strip().lower().encode()).hexdigest()[:32]
+    return f"login-failures:email:{digest}"
+
+
+def _keys(username: str, client_ip: str) -> list[tuple[str, int]]:
+    limit = settings.GATEWAY_LOGIN_FAILURE_LIMIT
+    return [(_account_key(username), limit), (f"login-failures:ip:{client_ip}", limit * 4)]
+
+
+def locked_out(*, username: str, client_ip: str) -> bool:
+    keys = _keys(username, client_ip)
+    counts = cache.get_many([key for key, _ in keys])
+    return any(counts.get(key, 0) >= limit for key, limit in keys)
+
+
+def record_failure(*, username: str, client_ip: str) -> None:
+    window = settings.GATEWAY_LOGIN_FAILURE_WINDOW_SECONDS
+    for key, _ in _keys(username, client_ip):
+        cache.add(key, 0, timeout=window)
+        try:
+            cache.incr(key)
+        except ValueError:  # expired between add and incr
+            cache.set(key, 1, timeout=window)
+
+
+def _username(credentials: dict) -> str:
+    return str(credentials.get("username") or credentials.get(get_user_model().USERNAME_FIELD) or "")
+
+
+@receiver(user_login_failed, dispatch_uid="apps.accounts.login_throttle.count_failure")
+def count_failure(sender, credentials: dict, request: HttpRequest | None = None, **kwargs) -> None:
+    record_failure(username=_username(credentials), client_ip=client_address(request))
+
+
+class ThrottledModelBackend(ModelBackend):
+    """Django's model backend behind the failure counters: a locked-out account or address is refused
+    before its password is checked, and a success clears the account's count."""
+
+    def authenticate(self, request, username=None, password=None, **kwargs):
+        username = username or kwargs.get(get_user_model().USERNAME_FIELD) or ""
+        if locked_out(username=username, client_ip=client_address(request)):
+            raise PermissionDenied  # authenticate() stops here and reports a failed sign-in
+        user = super().authenticate(request, username=username, password=password, **kwargs)
+        if user is not None:
+            cache.delete(_account_key(username))
+        return user

@@ -3,6 +3,7 @@ from django.conf import settings
 from rest_framework.test import APIClient
 
 from tests.factories import PASSWORD, MembershipFactory, TeamFactory, create_api_key
+from tests.secret_scan import _secret_scan, pytest_runtest_teardown  # noqa: F401 (the run's secret scan)
 
 
 @pytest.fixture(scope="session", autouse=True)

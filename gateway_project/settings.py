@@ -181,6 +181,11 @@ SIMPLE_JWT = {
     "USER_ID_FIELD": "id",
     "USER_ID_CLAIM": "user_id",
 }
+# However often it is refreshed, a management session ends this long after its sign-in (and at once
+# when the account's password changes; apps/accounts/tokens.py).
+GATEWAY_SESSION_MAX_AGE_DAYS = env.int("GATEWAY_SESSION_MAX_AGE_DAYS", default=30)
+if GATEWAY_SESSION_MAX_AGE_DAYS < 1:
+    raise ImproperlyConfigured("GATEWAY_SESSION_MAX_AGE_DAYS must be at least 1")
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "LLM Gateway management API",

@@ -1,7 +1,8 @@
 """Session-token authentication for the management API.
 
 A session is a simplejwt access token that also names the organization the user signed in to
-(``org_id``). API keys are for the proxy only and are refused here with a message that says so.
+(``org_id``); a session ended by a password change or its maximum age is refused (tokens.py). API keys
+are for the proxy only and are refused here with a message that says so.
 """
 
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from rest_framework_simplejwt.tokens import Token
 
 from apps.organizations.models import Membership, Organization
 
-ORGANIZATION_CLAIM = "org_id"
+from .tokens import ORGANIZATION_CLAIM, check_session
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class SessionTokenAuthentication(JWTAuthentication):
             )
         token = self.get_validated_token(raw_token)
         user = self.get_user(token)
+        check_session(token, user)
         membership = (
             Membership.objects.select_related("organization")
             .filter(user=user, organization_id=token.get(ORGANIZATION_CLAIM))

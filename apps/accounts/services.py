@@ -2,13 +2,13 @@ from django.conf import settings
 from django.contrib.auth import authenticate
 from django.http import HttpRequest
 from rest_framework_simplejwt.exceptions import TokenError
-from rest_framework_simplejwt.tokens import RefreshToken
 
 from apps.core.errors import AuthenticationFailed, PermissionDenied, RateLimited
 from apps.organizations.models import Membership
 
 from . import login_throttle
-from .authentication import ORGANIZATION_CLAIM
+from .models import User
+from .tokens import SessionRefreshToken, check_session
 
 
 def session_login(*, request: HttpRequest, email: str, password: str, organization_id=None) -> dict[str, str]:
@@ -39,15 +39,38 @@ def session_login(*, request: HttpRequest, email: str, password: str, organizati
             else "This account does not belong to any organization yet.",
             code="no_organization",
         )
-    refresh = RefreshToken.for_user(user)
-    refresh[ORGANIZATION_CLAIM] = str(membership.organization_id)
+    refresh = SessionRefreshToken.for_session(user, organization_id=membership.organization_id)
     return {"access": str(refresh.access_token), "refresh": str(refresh)}
+
+
+def session_refresh(*, refresh_token: str) -> dict[str, str]:
+    """Rotates a session's pair: the old refresh token is blacklisted, the new one keeps the session's
+    start, organization and password digest (apps/accounts/tokens.py)."""
+    try:
+        refresh = SessionRefreshToken(refresh_token)
+    except TokenError as error:
+        raise _invalid_refresh_token() from error
+    user = User.objects.filter(pk=refresh.get(settings.SIMPLE_JWT["USER_ID_CLAIM"]), is_active=True).first()
+    if user is None:
+        raise AuthenticationFailed("The session's user no longer exists.", code="token_not_valid")
+    check_session(refresh, user)
+    access = refresh.access_token
+    _, blacklisted_now = refresh.blacklist()
+    if not blacklisted_now:  # a concurrent refresh of the same token won the race
+        raise _invalid_refresh_token()
+    refresh.set_jti()
+    refresh.set_exp()
+    refresh.set_iat()
+    refresh.outstand()
+    return {"access": str(access), "refresh": str(refresh)}
 
 
 def session_logout(*, refresh_token: str) -> None:
     try:
-        RefreshToken(refresh_token).blacklist()
+        SessionRefreshToken(refresh_token).blacklist()
     except TokenError as error:
-        raise AuthenticationFailed(
-            "The refresh token is invalid or expired.", code="token_not_valid"
-        ) from error
+        raise _invalid_refresh_token() from error
+
+
+def _invalid_refresh_token() -> AuthenticationFailed:
+    return AuthenticationFailed("The refresh token is invalid or expired.", code="token_not_valid")

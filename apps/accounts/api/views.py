@@ -1,11 +1,8 @@
-from django.core.exceptions import ObjectDoesNotExist
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
-from rest_framework_simplejwt.exceptions import InvalidToken
-from rest_framework_simplejwt.serializers import TokenRefreshSerializer
 
 from apps.accounts import services
 
@@ -32,13 +29,9 @@ class RefreshView(APIView):
 
     @extend_schema(request=RefreshSerializer, responses={200: SessionSerializer}, auth=[])
     def post(self, request):
-        # simplejwt rotates the refresh token and blacklists the old one (ROTATE_REFRESH_TOKENS).
-        serializer = TokenRefreshSerializer(data=request.data)
-        try:
-            serializer.is_valid(raise_exception=True)
-        except ObjectDoesNotExist as error:  # the token's user has been deleted
-            raise InvalidToken("The session's user no longer exists.") from error
-        return Response(serializer.validated_data)
+        serializer = RefreshSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        return Response(services.session_refresh(refresh_token=serializer.validated_data["refresh"]))
 
 
 class LogoutView(APIView):

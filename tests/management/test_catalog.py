@@ -254,6 +254,22 @@ def test_a_patch_with_deployments_replaces_them(session_client, model_alias):
     assert model_alias.deployments.count() == 2
 
 
+@pytest.mark.parametrize("incomplete", [{"provider": "openai"}, {"upstream_model": "gpt-4o-mini"}])
+def test_a_patch_refuses_an_incomplete_deployment_and_keeps_the_old_ones(
+    session_client, model_alias, incomplete
+):
+    # A PATCH replaces the whole list, so each deployment in it is complete: not a 500.
+    before = deployments(session_client.get(f"{MODELS}/{model_alias.id}").json())
+
+    response = session_client.patch(
+        f"{MODELS}/{model_alias.id}", {"deployments": [incomplete]}, format="json"
+    )
+
+    error = assert_error(response, 400, "validation_error")
+    assert {"deployments[0].provider", "deployments[0].upstream_model"} & set(error["fields"])
+    assert deployments(session_client.get(f"{MODELS}/{model_alias.id}").json()) == before
+
+
 def test_a_patch_without_deployments_keeps_them(session_client, model_alias, fallback):
     changes = {"description": "Hard questions", "fallbacks": ["cheap"], "is_active": False}
 

@@ -1,3 +1,5 @@
+from collections.abc import Mapping
+
 from django.core.validators import RegexValidator
 from rest_framework import serializers
 
@@ -48,6 +50,15 @@ class ModelAliasSerializer(serializers.ModelSerializer):
             "updated_at",
         )
         read_only_fields = ("id", "created_at", "updated_at")
+
+    def to_internal_value(self, data):
+        # A PATCH replaces the whole list of deployments, so each one is complete even then; DRF's
+        # partial mode would otherwise let a deployment without a provider or model through.
+        if self.partial and isinstance(data, Mapping) and "deployments" in data:
+            complete = DeploymentSerializer(data=data["deployments"], many=True)
+            if not complete.is_valid():
+                raise serializers.ValidationError({"deployments": complete.errors})
+        return super().to_internal_value(data)
 
     def validate_deployments(self, value):
         if not value:

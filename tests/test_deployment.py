@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+from cryptography.fernet import Fernet
+
 ROOT = Path(__file__).resolve().parent.parent
 ENV_TO_DROP = (
     "DATABASE_URL",
@@ -35,18 +37,51 @@ def manage(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.
     )
 
 
+def production_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    production = {
+        "SECRET_KEY": "x" * 20 + "production-secret-that-is-long-and-random-9f8e7d",
+        "ALLOWED_HOSTS": "gateway.example.com",
+        "GATEWAY_HTTPS": "true",
+        "DATABASE_URL": "postgres://gateway@db.internal:5432/gateway",
+        "REDIS_URL": "redis://cache.internal:6379/0",
+        "GATEWAY_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
+    }
+    return clean_env(data_dir, **{**production, **extra})
+
+
 def test_the_deploy_check_passes_with_production_settings(tmp_path):
-    env = clean_env(
-        tmp_path,
-        SECRET_KEY="x" * 20 + "production-secret-that-is-long-and-random-9f8e7d",
-        ALLOWED_HOSTS="gateway.example.com",
-        GATEWAY_HTTPS="true",
-        DATABASE_URL="postgres://gateway@db.internal:5432/gateway",
-        REDIS_URL="redis://cache.internal:6379/0",
-    )
-    result = manage("check", "--deploy", "--fail-level", "WARNING", env=env)
+    result = manage("check", "--deploy", "--fail-level", "WARNING", env=production_env(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+
+
+def test_the_deploy_check_warns_when_the_secret_key_also_encrypts_provider_keys(tmp_path):
+    env = production_env(tmp_path)
+    del env["GATEWAY_ENCRYPTION_KEYS"]
+
+    result = manage("check", "--deploy", "--fail-level", "WARNING", env=env)
+
+    assert result.returncode != 0
+    assert "gateway.W001" in result.stderr + result.stdout
+    assert "GATEWAY_ENCRYPTION_KEYS" in result.stderr + result.stdout
+    # Outside --deploy (the embedded default, development) nothing is reported.
+    assert manage("check", "--fail-level", "WARNING", env=env).returncode == 0
+
+
+def test_the_deploy_check_refuses_encryption_keys_that_are_not_fernet_keys(tmp_path):
+    env = production_env(tmp_path, GATEWAY_ENCRYPTION_KEYS=f"{Fernet.generate_key().decode()},not-a-key")
+
+    result = manage("check", "--deploy", env=env)
+
+    assert result.returncode != 0
+    assert "gateway.E002" in result.stderr + result.stdout
+    assert "not-a-key" not in result.stderr + result.stdout  # a key is a secret, even a broken one
+
+
+def test_trusted_proxies_that_are_not_networks_fail_loudly_at_start_up(tmp_path):
+    result = manage("check", env=clean_env(tmp_path, GATEWAY_TRUSTED_PROXIES="10.0.0.0/8,proxy.internal"))
+    assert result.returncode != 0
+    assert "GATEWAY_TRUSTED_PROXIES" in result.stderr
 
 
 def test_a_bad_setting_fails_loudly_at_start_up(tmp_path):

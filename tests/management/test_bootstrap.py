@@ -1,9 +1,13 @@
 import re
 from io import StringIO
 
-from django.core.management import call_command
+import pytest
+from django.contrib.auth.password_validation import validate_password
+from django.core.management import CommandError, call_command
 
+from apps.accounts.models import User
 from apps.organizations.models import Membership, Organization
+from tests.factories import MembershipFactory
 
 
 def run_bootstrap(monkeypatch, **env: str) -> str:
@@ -23,6 +27,7 @@ def test_the_first_run_creates_an_owner_with_a_generated_password_shown_once(db,
     assert membership.role == "owner"
     assert membership.organization.name == "Acme"
     assert membership.user.is_superuser  # may use the Django admin console
+    validate_password(password, user=membership.user)  # a generated password passes the validators too
     response = api_client.post(
         "/api/v1/auth/login", {"email": "ops@example.com", "password": password}, format="json"
     )
@@ -46,3 +51,24 @@ def test_a_given_password_is_used_and_never_printed(db, monkeypatch, api_client)
         format="json",
     )
     assert response.status_code == 200
+
+
+@pytest.mark.parametrize("weak", ["tiny1", "password123", "12345678901234", "ops@example.com"])
+def test_it_refuses_a_password_the_validators_refuse_and_creates_nothing(db, monkeypatch, weak):
+    with pytest.raises(CommandError) as raised:
+        run_bootstrap(monkeypatch, GATEWAY_ADMIN_EMAIL="ops@example.com", GATEWAY_ADMIN_PASSWORD=weak)
+
+    message = str(raised.value)
+    assert "GATEWAY_ADMIN_PASSWORD" in message
+    assert weak not in message  # says why, never echoes the password
+    assert not Organization.objects.exists()
+    assert not User.objects.filter(email="ops@example.com").exists()
+
+
+def test_a_weak_password_in_the_environment_does_not_stop_a_gateway_already_set_up(db, monkeypatch):
+    """make run bootstraps on every start; once an organization exists the password is not used."""
+    MembershipFactory()
+
+    output = run_bootstrap(monkeypatch, GATEWAY_ADMIN_EMAIL="ops@example.com", GATEWAY_ADMIN_PASSWORD="tiny1")
+
+    assert "nothing to do" in output

@@ -1,5 +1,9 @@
-from django.core.management.base import BaseCommand
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
 
+from apps.accounts.models import User
+from apps.organizations.models import Organization
 from apps.organizations.services import first_admin_bootstrap
 
 
@@ -20,6 +24,8 @@ class Command(BaseCommand):
         email = email or env.str("GATEWAY_ADMIN_EMAIL", default="admin@example.com")
         password = env.str("GATEWAY_ADMIN_PASSWORD", default="") or None
         organization_name = organization or env.str("GATEWAY_ORG_NAME", default="My organization")
+        if password and not Organization.objects.exists():  # make run calls this on every start
+            _validate(password, email)
         result = first_admin_bootstrap(email=email, password=password, organization_name=organization_name)
         if result is None:
             self.stdout.write("An organization exists already; nothing to do.")
@@ -35,3 +41,15 @@ class Command(BaseCommand):
                 )
             )
         self.stdout.write("Sign in with POST /api/v1/auth/login or at /admin/.")
+
+
+def _validate(password: str, email: str) -> None:
+    """The owner is a superuser: their password passes AUTH_PASSWORD_VALIDATORS like any other."""
+    try:
+        validate_password(password, user=User(email=email))
+    except ValidationError as error:
+        raise CommandError(
+            "GATEWAY_ADMIN_PASSWORD is refused by the password validators: "
+            + " ".join(error.messages)
+            + " Choose another, or leave it unset to have one generated."
+        ) from error

@@ -208,6 +208,11 @@ GATEWAY_API_KEY_PREFIX = env.str("GATEWAY_API_KEY_PREFIX", default="sk_live_")
 # How long a worker trusts a looked-up API key before reading it again; revocation does not
 # wait for this (see apps/keys/revocation.py).
 GATEWAY_KEY_CACHE_SECONDS = env.int("GATEWAY_KEY_CACHE_SECONDS", default=60)
+# How long a worker keeps an organization's routing configuration at most. Changes reach workers at
+# once through the configuration generation (apps/core/generations.py); this bounds a missed one.
+GATEWAY_CONFIG_MAX_AGE_SECONDS = env.float("GATEWAY_CONFIG_MAX_AGE_SECONDS", default=60.0)
+if not 1 <= GATEWAY_CONFIG_MAX_AGE_SECONDS <= 86_400:
+    raise ImproperlyConfigured("GATEWAY_CONFIG_MAX_AGE_SECONDS must be between 1 and 86400")
 GATEWAY_MAX_BODY_BYTES = env.int("GATEWAY_MAX_BODY_BYTES", default=20 * 1024 * 1024)
 GATEWAY_LOGIN_FAILURE_LIMIT = env.int("GATEWAY_LOGIN_FAILURE_LIMIT", default=5)
 GATEWAY_LOGIN_FAILURE_WINDOW_SECONDS = env.int("GATEWAY_LOGIN_FAILURE_WINDOW_SECONDS", default=900)

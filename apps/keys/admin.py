@@ -84,7 +84,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
         }
         return TemplateResponse(request, "admin/keys/apikey/created.html", context)
 
-    @admin.action(description="Revoke the selected keys")
+    # Revoking writes: a staff user who may only view keys must not see or run it.
+    @admin.action(description="Revoke the selected keys", permissions=["change"])
     def revoke_selected(self, request, queryset) -> None:
         revoked = 0
         for api_key in queryset:

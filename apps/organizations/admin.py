@@ -1,5 +1,10 @@
+from django import forms
 from django.contrib import admin
 
+from apps.accounts.models import User
+from apps.core.admin_mixins import DataRegionsField, ServiceAdmin
+
+from . import services
 from .models import Membership, Organization
 
 
@@ -9,13 +14,57 @@ class MembershipInline(admin.TabularInline):
     autocomplete_fields = ("user",)
 
 
+class OrganizationForm(forms.ModelForm):
+    """The API's rules for the settings; the slug is made from the name when the organization is
+    created, as the API does."""
+
+    log_retention_days = forms.IntegerField(min_value=1, max_value=3650, initial=30)
+    allowed_data_regions = DataRegionsField()
+
+    class Meta:
+        model = Organization
+        fields = ("name", "slug", "plan", "log_bodies", "log_retention_days", "allowed_data_regions")
+
+
+class OrganizationAddForm(OrganizationForm):
+    owner = forms.ModelChoiceField(User.objects.all(), help_text="Becomes the organization's owner.")
+
+    class Meta(OrganizationForm.Meta):
+        fields = ("name", "owner", "plan", "log_bodies", "log_retention_days", "allowed_data_regions")
+
+
 @admin.register(Organization)
-class OrganizationAdmin(admin.ModelAdmin):
+class OrganizationAdmin(ServiceAdmin):
+    """Writes go through the services: a change of the allowed regions or body logging reaches
+    every proxy worker on its next request, and a deleted organization's keys stop at once."""
+
+    form = OrganizationForm
     list_display = ("name", "slug", "plan", "log_bodies", "log_retention_days", "created_at")
     list_filter = ("plan", "log_bodies")
     search_fields = ("name", "slug")
     readonly_fields = ("id", "created_at", "updated_at")
     inlines = (MembershipInline,)
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        if obj is None:
+            kwargs["form"] = OrganizationAddForm
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_inlines(self, request, obj):
+        # The owner is chosen on the add page; further members once the organization exists.
+        return self.inlines if obj is not None else ()
+
+    def service_create(self, request, form) -> Organization:
+        settings = {name: form.cleaned_data[name] for name in OrganizationAddForm.Meta.fields}
+        return services.organization_create(
+            name=settings.pop("name"), owner=settings.pop("owner"), **settings
+        )
+
+    def service_update(self, request, obj: Organization, form, changes: dict) -> None:
+        services.organization_update(organization=obj, **changes)
+
+    def service_delete(self, request, obj: Organization) -> None:
+        services.organization_delete(organization=obj)
 
 
 @admin.register(Membership)

@@ -18,8 +18,11 @@ def unique_organization_slug(name: str) -> str:
 
 
 @transaction.atomic
-def organization_create(*, name: str, owner: User, plan: str = "free") -> Organization:
-    organization = Organization.objects.create(name=name, slug=unique_organization_slug(name), plan=plan)
+def organization_create(*, name: str, owner: User, plan: str = "free", **settings) -> Organization:
+    """``settings``: log_bodies, log_retention_days, allowed_data_regions (the model's defaults otherwise)."""
+    organization = Organization.objects.create(
+        name=name, slug=unique_organization_slug(name), plan=plan, **settings
+    )
     Membership.objects.create(organization=organization, user=owner, role=Role.OWNER)
     return organization
 
@@ -30,6 +33,16 @@ def organization_update(*, organization: Organization, **changes) -> Organizatio
     organization.save(update_fields=[*changes, "updated_at"])
     bump_generation(organization.id)  # allowed regions shape routing
     return organization
+
+
+@transaction.atomic
+def organization_delete(*, organization: Organization) -> None:
+    """Deletes the organization with everything it owns. The bumped generation makes every proxy
+    worker drop its copy on the next request. (The admin refuses while the organization has API
+    keys: keys are never deleted, so the audit trail stays whole.)"""
+    organization_id = organization.id
+    organization.delete()
+    bump_generation(organization_id)
 
 
 @transaction.atomic

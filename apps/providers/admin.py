@@ -1,6 +1,8 @@
 from django import forms
 from django.contrib import admin
 
+from apps.core.admin_mixins import ServiceAdmin
+
 from . import services
 from .addresses import AddressRefused, check_upstream_url
 from .models import ProviderKey, missing_settings
@@ -64,7 +66,7 @@ class ProviderKeyForm(forms.ModelForm):
 
 
 @admin.register(ProviderKey)
-class ProviderKeyAdmin(admin.ModelAdmin):
+class ProviderKeyAdmin(ServiceAdmin):
     """Every write goes through the services, so each one bumps the organization's configuration
     generation and proxy workers stop using a deleted or rotated key at once."""
 
@@ -84,19 +86,14 @@ class ProviderKeyAdmin(admin.ModelAdmin):
             return (*self.readonly_fields, "organization", "provider")
         return self.readonly_fields
 
-    def save_model(self, request, obj, form, change) -> None:
-        secret = form.cleaned_data.get("secret")
-        if not change:
-            fields = {name: form.cleaned_data[name] for name in ProviderKeyForm.Meta.fields}
-            created = services.provider_key_create(secret=secret, **fields)
-            obj.pk, obj._state.adding = created.pk, False
-            return
-        changes = {name: form.cleaned_data[name] for name in form.changed_data if name != "secret"}
-        services.provider_key_update(provider_key=obj, secret=secret or None, **changes)
+    def service_create(self, request, form) -> ProviderKey:
+        fields = {name: form.cleaned_data[name] for name in ProviderKeyForm.Meta.fields}
+        return services.provider_key_create(secret=form.cleaned_data.get("secret"), **fields)
 
-    def delete_model(self, request, obj: ProviderKey) -> None:
+    def service_update(self, request, obj: ProviderKey, form, changes: dict) -> None:
+        services.provider_key_update(
+            provider_key=obj, secret=form.cleaned_data.get("secret") or None, **changes
+        )
+
+    def service_delete(self, request, obj: ProviderKey) -> None:
         services.provider_key_delete(provider_key=obj)
-
-    def delete_queryset(self, request, queryset) -> None:
-        for provider_key in queryset:
-            services.provider_key_delete(provider_key=provider_key)

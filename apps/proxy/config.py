@@ -5,16 +5,19 @@ database once and kept until the organization's configuration generation changes
 (``apps/core/generations.py``). The generation is read on every request in the same Redis round
 trip as the API key's revocation marker (``apps/proxy/auth.py``), so a change made anywhere (a
 rotation, a new deployment, a team's regions) applies to the next request on every worker, and the
-usual request does no database read.
+usual request does no database read. A copy is also read again once it is older than
+``GATEWAY_CONFIG_MAX_AGE_SECONDS``, in case a change bumped nothing.
 """
 
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from channels.db import database_sync_to_async
+from django.conf import settings
 
 from apps.catalog.models import ModelAlias
 from apps.catalog.pricing import Price
@@ -190,16 +193,27 @@ _load_async = database_sync_to_async(load_organization_config)
 
 class ConfigStore:
     def __init__(self) -> None:
-        self._configs: dict[str, OrganizationConfig] = {}
+        # organization id -> (configuration, monotonic time it was read)
+        self._configs: dict[str, tuple[OrganizationConfig, float]] = {}
+        self.clock = time.monotonic  # a seam for the tests
 
     async def get(self, organization_id: str, generation: int | None) -> OrganizationConfig | None:
-        """The configuration at ``generation``; None (Redis unreachable) keeps what is held."""
-        config = self._configs.get(organization_id)
-        if config is not None and (generation is None or config.generation == generation):
-            return config
+        """The configuration at ``generation``; None (Redis unreachable) keeps what is held, within
+        the age limit.
+
+        Whatever the generation says, a copy older than GATEWAY_CONFIG_MAX_AGE_SECONDS is read again:
+        a safety net for a change that bumped nothing (a write around the services, a bump lost
+        while Redis was unreachable)."""
+        held = self._configs.get(organization_id)
+        if held is not None:
+            config, read_at = held
+            if (generation is None or config.generation == generation) and (
+                self.clock() - read_at < settings.GATEWAY_CONFIG_MAX_AGE_SECONDS
+            ):
+                return config
         config = await _load_async(organization_id, -1 if generation is None else generation)
         if config is not None:
-            self._configs[organization_id] = config
+            self._configs[organization_id] = (config, self.clock())
         return config
 
     def clear(self) -> None:

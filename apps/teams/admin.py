@@ -1,12 +1,43 @@
+from django import forms
 from django.contrib import admin
 
+from apps.core.admin_mixins import DataRegionsField, ServiceAdmin
+
+from . import services
 from .models import Team
 
 
+class TeamForm(forms.ModelForm):
+    allowed_data_regions = DataRegionsField()
+
+    class Meta:
+        model = Team
+        fields = ("organization", "name", "slug", "allowed_data_regions")
+
+
 @admin.register(Team)
-class TeamAdmin(admin.ModelAdmin):
+class TeamAdmin(ServiceAdmin):
+    """Writes go through the services: every proxy worker sees a team's regions on its next request,
+    and a team with active API keys cannot be deleted (its keys would silently lose their team)."""
+
+    form = TeamForm
     list_display = ("name", "slug", "organization", "created_at")
     list_filter = ("organization",)
     search_fields = ("name", "slug", "organization__name")
     prepopulated_fields = {"slug": ("name",)}
     readonly_fields = ("id", "created_at", "updated_at")
+
+    def get_readonly_fields(self, request, obj=None):
+        # The team's keys and usage belong to its organization: a team cannot move.
+        if obj is not None:
+            return (*self.readonly_fields, "organization")
+        return self.readonly_fields
+
+    def service_create(self, request, form) -> Team:
+        return services.team_create(**{name: form.cleaned_data[name] for name in TeamForm.Meta.fields})
+
+    def service_update(self, request, obj: Team, form, changes: dict) -> None:
+        services.team_update(team=obj, **changes)
+
+    def service_delete(self, request, obj: Team) -> None:
+        services.team_delete(team=obj)

@@ -47,6 +47,7 @@ def team_update(*, team: Team, **changes) -> Team:
     return team
 
 
+@transaction.atomic
 def team_delete(*, team: Team) -> None:
     usable = team.api_keys.filter(is_active=True).exclude(expires_at__lte=timezone.now())
     if usable.exists():

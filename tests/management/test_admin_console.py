@@ -3,20 +3,25 @@ import re
 import warnings
 
 import pytest
+from django.contrib.auth.models import Permission as AuthPermission
 from django.test import Client
 from django.utils.deprecation import RemovedInDjango60Warning
 
 from apps.catalog.models import ModelAlias, ModelPrice
 from apps.keys.models import ApiKey
+from apps.organizations.models import Membership, Organization
 from apps.providers.models import ProviderKey
+from apps.teams.models import Team
 from tests.factories import (
     DeploymentFactory,
     ModelAliasFactory,
     ModelPriceFactory,
     TeamFactory,
     UserFactory,
+    create_api_key,
     create_provider_key,
 )
+from tests.management.admin_forms import admin_post, form_errors
 from tests.management.generations import bumps_generation
 
 
@@ -267,3 +272,199 @@ def test_the_admin_console_refuses_to_rename_an_alias_to_a_taken_name(admin_brow
     assert "has a model alias with that name already" in response.content.decode()
     mine.refresh_from_db()
     assert mine.alias == "mine"
+
+
+# --- organizations and teams: every write through the services ---------------------------------
+
+ORGANIZATIONS = "/admin/organizations/organization"
+TEAMS = "/admin/teams/team"
+
+
+def test_the_admin_console_creates_an_organization_with_its_owner(
+    admin_browser, django_capture_on_commit_callbacks
+):
+    owner = UserFactory()
+    response = admin_browser.post(
+        f"{ORGANIZATIONS}/add/",
+        {
+            "name": "Made in the console",
+            "owner": owner.id,
+            "plan": "growth",
+            "log_bodies": "metadata",
+            "log_retention_days": "90",
+            "allowed_data_regions": "eu, us eu",
+        },
+    )
+
+    assert response.status_code == 302, form_errors(response)
+    organization = Organization.objects.get(name="Made in the console")
+    assert organization.slug == "made-in-the-console"
+    assert (organization.log_bodies, organization.log_retention_days) == ("metadata", 90)
+    assert organization.allowed_data_regions == ["eu", "us"]
+    assert Membership.objects.get(organization=organization).user == owner
+    assert Membership.objects.get(organization=organization).role == "owner"
+
+
+def test_an_admin_change_of_an_organization_bumps_the_generation(
+    admin_browser, organization, django_capture_on_commit_callbacks
+):
+    url = f"{ORGANIZATIONS}/{organization.id}/change/"
+
+    with bumps_generation(organization, django_capture_on_commit_callbacks):
+        response = admin_post(admin_browser, url, log_bodies="full", allowed_data_regions="eu")
+
+    assert response.status_code == 302, form_errors(response)
+    organization.refresh_from_db()
+    assert (organization.log_bodies, organization.allowed_data_regions) == ("full", ["eu"])
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"allowed_data_regions": "EU!"}, "not a data region"),
+        ({"allowed_data_regions": '["eu"]'}, "not a data region"),
+        ({"log_retention_days": "0"}, "greater than or equal to 1"),
+    ],
+)
+def test_the_admin_console_refuses_organization_settings_the_api_would_refuse(
+    admin_browser, organization, changes, message
+):
+    response = admin_post(admin_browser, f"{ORGANIZATIONS}/{organization.id}/change/", **changes)
+
+    assert response.status_code == 200
+    assert message in response.content.decode()
+    organization.refresh_from_db()
+    assert organization.allowed_data_regions == []
+
+
+def test_the_admin_console_creates_and_changes_a_team_through_the_service(
+    admin_browser, organization, django_capture_on_commit_callbacks
+):
+    with bumps_generation(organization, django_capture_on_commit_callbacks):
+        response = admin_browser.post(
+            f"{TEAMS}/add/",
+            {
+                "organization": organization.id,
+                "name": "Research",
+                "slug": "research",
+                "allowed_data_regions": "eu",
+            },
+        )
+    assert response.status_code == 302, form_errors(response)
+    team = Team.objects.get(organization=organization)
+    assert team.allowed_data_regions == ["eu"]
+
+    with bumps_generation(organization, django_capture_on_commit_callbacks):
+        response = admin_post(admin_browser, f"{TEAMS}/{team.id}/change/", allowed_data_regions="us")
+    assert response.status_code == 302, form_errors(response)
+    team.refresh_from_db()
+    assert team.allowed_data_regions == ["us"]
+
+
+def test_the_admin_console_cannot_move_a_team_to_another_organization(admin_browser, team, outsider):
+    admin_post(admin_browser, f"{TEAMS}/{team.id}/change/", organization=outsider.organization.id)
+
+    team.refresh_from_db()
+    assert team.organization_id != outsider.organization.id
+
+
+def test_the_admin_console_shows_a_slug_taken_by_another_team_as_an_error(admin_browser, organization):
+    TeamFactory(organization=organization, slug="taken")
+    mine = TeamFactory(organization=organization, slug="mine")
+
+    response = admin_post(admin_browser, f"{TEAMS}/{mine.id}/change/", slug="taken", follow=True)
+
+    assert response.status_code == 200
+    assert "A team with the slug &#x27;taken&#x27; exists already." in response.content.decode()
+    mine.refresh_from_db()
+    assert mine.slug == "mine"
+
+
+def test_the_admin_console_refuses_to_delete_a_team_with_active_keys(admin_browser, team):
+    key, _ = create_api_key(team.organization, team=team)
+
+    response = admin_browser.post(f"{TEAMS}/{team.id}/delete/", {"post": "yes"}, follow=True)
+
+    assert response.status_code == 200
+    assert "This team still has active API keys bound to it; revoke them first." in response.content.decode()
+    assert Team.objects.filter(pk=team.pk).exists()
+    key.refresh_from_db()
+    assert key.team_id == team.id
+
+
+def test_the_bulk_delete_action_refuses_teams_with_active_keys_and_deletes_none(admin_browser, organization):
+    free, bound = TeamFactory(organization=organization), TeamFactory(organization=organization)
+    key, _ = create_api_key(organization, team=bound)
+
+    response = admin_browser.post(
+        f"{TEAMS}/",
+        {"action": "delete_selected", "_selected_action": [free.id, bound.id], "post": "yes"},
+        follow=True,
+    )
+
+    assert response.status_code == 200
+    assert "revoke them first" in response.content.decode()
+    assert Team.objects.filter(organization=organization).count() == 2
+    key.refresh_from_db()
+    assert key.team_id == bound.id
+
+
+def test_deleting_teams_in_the_admin_console_bumps_the_generation(
+    admin_browser, organization, django_capture_on_commit_callbacks
+):
+    one, many = TeamFactory(organization=organization), TeamFactory(organization=organization)
+    revoked, _ = create_api_key(organization, team=many)
+    revoked.is_active = False
+    revoked.save()
+
+    with bumps_generation(organization, django_capture_on_commit_callbacks):
+        response = admin_browser.post(f"{TEAMS}/{one.id}/delete/", {"post": "yes"})
+    assert response.status_code == 302
+    with bumps_generation(organization, django_capture_on_commit_callbacks):
+        admin_browser.post(
+            f"{TEAMS}/", {"action": "delete_selected", "_selected_action": [many.id], "post": "yes"}
+        )
+
+    assert not Team.objects.exists()
+
+
+def test_deleting_an_organization_in_the_admin_console_bumps_its_generation(
+    admin_browser, organization, outsider, django_capture_on_commit_callbacks
+):
+    with bumps_generation(organization, django_capture_on_commit_callbacks):
+        response = admin_browser.post(f"{ORGANIZATIONS}/{organization.id}/delete/", {"post": "yes"})
+
+    assert response.status_code == 302
+    assert list(Organization.objects.all()) == [outsider.organization]
+
+
+# --- admin actions need the change permission --------------------------------------------------
+
+
+def staff_browser(*codenames: str) -> Client:
+    user = UserFactory(is_staff=True)
+    user.user_permissions.set(AuthPermission.objects.filter(codename__in=codenames))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_a_staff_user_who_may_only_view_keys_cannot_revoke_them(api_key):
+    key, _ = api_key
+    browser = staff_browser("view_apikey")
+    assert browser.get("/admin/keys/apikey/").status_code == 200
+
+    browser.post("/admin/keys/apikey/", {"action": "revoke_selected", "_selected_action": [key.id]})
+
+    key.refresh_from_db()
+    assert key.is_active
+
+
+def test_a_staff_user_who_may_change_keys_can_revoke_them(api_key):
+    key, _ = api_key
+    browser = staff_browser("view_apikey", "change_apikey")
+
+    browser.post("/admin/keys/apikey/", {"action": "revoke_selected", "_selected_action": [key.id]})
+
+    key.refresh_from_db()
+    assert not key.is_active

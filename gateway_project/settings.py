@@ -161,7 +161,7 @@ AUTHENTICATION_BACKENDS = ["apps.accounts.login_throttle.ThrottledModelBackend"]
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["apps.accounts.authentication.SessionTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["apps.core.api.parsers.JSONParser"],  # nesting bounded
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PAGINATION_CLASS": "apps.core.api.pagination.CursorPagination",
     "DEFAULT_SCHEMA_CLASS": "apps.core.api.schema.ManagementAutoSchema",

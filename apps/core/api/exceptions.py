@@ -7,7 +7,9 @@ validation errors. Unexpected exceptions are logged and answered with a plain 50
 
 import logging
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
@@ -52,6 +54,8 @@ def _render(exc: Exception, context: dict) -> Response:
         return Response(
             error_body(exc.type, exc.code, exc.message, exc.fields), status=exc.status, headers=exc.headers
         )
+    if isinstance(exc, SuspiciousOperation):  # raised by Django while reading the request
+        return _render_unreadable_request(exc)
     if isinstance(exc, Http404):
         exc = drf.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
@@ -69,6 +73,19 @@ def _render(exc: Exception, context: dict) -> Response:
     return Response(
         error_body("api_error", "internal_error", "Something went wrong on our side; it has been logged."),
         status=500,
+    )
+
+
+def _render_unreadable_request(exc: SuspiciousOperation) -> Response:
+    # Logged where Django's own handler would log it; answered as Django would (400), except a body
+    # over DATA_UPLOAD_MAX_MEMORY_SIZE, which is a 413.
+    logging.getLogger(f"django.security.{type(exc).__name__}").warning("%s", exc)
+    if isinstance(exc, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        message = f"The request body is larger than the {limit} bytes the management API accepts."
+        return Response(error_body("invalid_request_error", "request_too_large", message), status=413)
+    return Response(
+        error_body("invalid_request_error", "bad_request", "The request could not be read."), status=400
     )
 
 

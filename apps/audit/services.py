@@ -15,6 +15,7 @@ from django.db import connections, models, transaction
 
 from apps.outbox.outbox import outbox
 
+from .entry_values import entry_values
 from .models import AuditEntry
 from .redaction import kept_body
 from .rollups import secondary_update
@@ -98,7 +99,11 @@ def entry_payload(record) -> dict[str, Any]:
 def audit_entries_write(payloads: list[dict[str, Any]]) -> None:
     """Inserts entries; one that exists already (a replayed batch) is left as it is and is not
     counted again in the aggregates. The aggregates (secondary path) are updated after the entries
-    are safely written, and their failure never fails the write."""
+    are safely written, and their failure never fails the write.
+
+    Every value is first put in its column's terms (entry_values.py): whatever a client sent, the
+    database takes the row, so no request falls out of the log or the spend totals."""
+    payloads = [entry_values(payload) for payload in payloads]
     ids = [payload["id"] for payload in payloads]
     existing = {str(pk) for pk in AuditEntry.objects.filter(id__in=ids).values_list("id", flat=True)}
     new = [payload for payload in payloads if payload["id"] not in existing]

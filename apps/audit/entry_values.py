@@ -1,0 +1,177 @@
+"""Every value of an audit entry made acceptable to the database before it is written.
+
+The audit log promises one entry per request whatever the client sent, so nothing a client controls
+may make an insert fail: PostgreSQL refuses a NUL in text and in jsonb, a lone surrogate cannot be
+encoded, ``inet`` refuses what is not an address, ``varchar(n)`` refuses a longer string, and
+integer columns have ranges. A refused row would fall out of the log and out of the spend totals
+(one bad row is isolated from its batch, but it is still lost). Here every field of a payload is
+validated and normalised instead: invalid addresses become null, NULs are removed, lone surrogates
+become U+FFFD, strings are cut to their column, numbers are clamped to theirs.
+"""
+
+import ipaddress
+import math
+import re
+import uuid
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from django.db import models
+
+from .models import AuditEntry
+
+# Characters no database of ours stores: NUL, and surrogates (only ever alone in a Python str,
+# from JSON escapes such as "\ud800"; UTF-8 cannot encode them).
+_UNSAFE = re.compile("[\x00\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+_TEXT_LIMITS: dict[str, int | None] = {
+    field.attname: field.max_length
+    for field in AuditEntry._meta.concrete_fields
+    if isinstance(field, models.CharField | models.TextField)
+}
+_SMALL = 32767  # PositiveSmallIntegerField, on every database
+_INTEGER = 2147483647  # PositiveIntegerField
+# Below DecimalField(max_digits=18, decimal_places=8)'s limit: SQLite keeps decimals as floats, and
+# a cost that rounds up to 1e10 there could no longer be read back. A billion a request is absurd.
+_COST_LIMIT = Decimal("999999999.99999999")
+_COST_PLACES = Decimal("1e-8")
+# Strings inside the JSON fields (attempt errors, policy decisions) have no column size; bounded so
+# that one request cannot make a huge row, and nesting so that encoding it cannot recurse too deep.
+JSON_STRING_LIMIT = 2000
+_JSON_DEPTH = 16
+_JSON_INTEGER = 2**63
+# Request ids are the gateway's own UUIDs; anything else keeps a stable id derived from it, so that
+# writing it twice still writes it once.
+_ID_NAMESPACE = uuid.UUID("6f1c1f0e-8a6e-4b8e-9f3a-0d3c2a7b5e10")
+
+
+def text(value: Any, limit: int | None = None) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        value = str(value)
+    if _UNSAFE.search(value):
+        value = _SURROGATE.sub("\ufffd", value.replace("\x00", ""))
+    return value[:limit] if limit is not None else value
+
+
+def json_value(value: Any, depth: int = 0) -> Any:
+    """A JSON value every database stores: safe strings, finite numbers, bounded nesting."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return text(value, JSON_STRING_LIMIT)
+    if isinstance(value, int):
+        return value if -_JSON_INTEGER < value < _JSON_INTEGER else None
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if depth >= _JSON_DEPTH:
+        return None
+    if isinstance(value, dict):
+        return {text(key, JSON_STRING_LIMIT): json_value(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_value(item, depth + 1) for item in value]
+    return text(value, JSON_STRING_LIMIT)  # Decimal, UUID and the like: as their text
+
+
+def address(value: Any) -> str | None:
+    """A valid IPv4 or IPv6 address, or None; an IPv6 zone (``%eth0``) is not an address part."""
+    if not value or not isinstance(value, str):
+        return None
+    try:
+        parsed = ipaddress.ip_address(value)
+    except ValueError:
+        return None
+    if isinstance(parsed, ipaddress.IPv6Address) and parsed.scope_id:
+        parsed = ipaddress.IPv6Address(value.split("%", 1)[0])
+    return str(parsed)
+
+
+def uuid_text(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    try:
+        return str(uuid.UUID(str(value)))
+    except ValueError:
+        return None
+
+
+def integer(value: Any, high: int, low: int = 0) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
+        return low
+    return min(max(number, low), high)
+
+
+def finite(value: Any, default: float | None = 0.0) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
+    return number if math.isfinite(number) else default
+
+
+def cost(value: Any) -> str:
+    try:
+        amount = Decimal(str(value))
+    except InvalidOperation:
+        return "0"
+    if not amount.is_finite():
+        return "0"
+    amount = min(max(amount, -_COST_LIMIT), _COST_LIMIT)
+    return str(amount.quantize(_COST_PLACES))
+
+
+def timestamp(value: Any) -> str:
+    moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.isoformat()
+
+
+def _list(value: Any) -> list:
+    return list(value) if isinstance(value, list | tuple) else []
+
+
+def entry_values(payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload (``services.entry_payload``, or one spooled or dead-lettered by an older version)
+    with every value in its column's terms. Raises only for what no client controls: a payload
+    without an organization or a time."""
+    values = {name: text(payload.get(name), limit) for name, limit in _TEXT_LIMITS.items()}
+    request_id = payload["id"]
+    values.update(
+        id=uuid_text(request_id) or str(uuid.uuid5(_ID_NAMESPACE, text(request_id))),
+        organization_id=str(payload["organization_id"]),
+        created_at=timestamp(payload["created_at"]),
+        team_id=uuid_text(payload.get("team_id")),
+        api_key_id=uuid_text(payload.get("api_key_id")),
+        provider_key_id=uuid_text(payload.get("provider_key_id")),
+        stream=bool(payload.get("stream")),
+        stream_completed=None
+        if payload.get("stream_completed") is None
+        else bool(payload["stream_completed"]),
+        client_disconnected=bool(payload.get("client_disconnected")),
+        status=integer(payload.get("status"), _SMALL),
+        attempts=json_value(_list(payload.get("attempts"))),
+        policy_decisions=json_value(_list(payload.get("policy_decisions"))),
+        input_tokens=integer(payload.get("input_tokens"), _INTEGER),
+        output_tokens=integer(payload.get("output_tokens"), _INTEGER),
+        cached_input_tokens=integer(payload.get("cached_input_tokens"), _INTEGER),
+        reasoning_tokens=integer(payload.get("reasoning_tokens"), _INTEGER),
+        usage_estimated=bool(payload.get("usage_estimated")),
+        cost_usd=cost(payload.get("cost_usd")),
+        latency_ms=finite(payload.get("latency_ms")),
+        ttft_ms=finite(payload.get("ttft_ms"), default=None),
+        upstream_ms=finite(payload.get("upstream_ms")),
+        client_ip=address(payload.get("client_ip")),
+    )
+    if not values["cache"]:
+        values["cache"] = "miss"
+    if not values["body_mode"]:
+        values["body_mode"] = "metadata"
+    return values

@@ -1,21 +1,30 @@
 """Compliance and policy exports of the audit log, as CSV or JSON Lines, streamed in constant memory.
 
 Each export is an async generator of byte chunks: a header block (organization, range, filters,
-generation time), then the rows read with ``aiterator()`` and sent a few hundred at a time, then an
-end marker with the row count, so a download that was cut short can be told from a complete one.
-Nothing here holds more than one database chunk and one output chunk; bodies are never read.
+generation time), then the rows read a database chunk at a time and sent a few hundred at a time,
+then an end marker with the row count, so a download that was cut short can be told from a complete
+one. Nothing here holds more than one database chunk and one output chunk; bodies are never read.
+
+The response's headers are gone before the first row is read, so an error cannot become an error
+status any more: it is logged here, and the export ends with an error marker instead of the end
+marker (and is never left hanging). However an export ends, its database cursor is closed and its
+connection given back (to psycopg's pool on PostgreSQL) before the generator returns.
 """
 
+import contextlib
 import csv
+import itertools
 import json
+import logging
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
-from django.db import connections
+from asgiref.sync import sync_to_async
+from django.db import DatabaseError, connections
 from django.db.models import QuerySet
 
 from apps.organizations.models import Organization
@@ -29,6 +38,8 @@ CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjso
 # Rows per database round trip (a server-side cursor on PostgreSQL) and rows per chunk sent.
 FETCH_ROWS = 2000
 SEND_ROWS = 500
+
+logger = logging.getLogger(__name__)
 
 
 def _same(value: Any) -> Any:
@@ -84,6 +95,7 @@ COMPLIANCE_COLUMNS: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
 COMPLIANCE_COLUMN_NAMES = tuple(column for column, _, _ in COMPLIANCE_COLUMNS)
 COMPLIANCE_FIELDS = tuple(dict.fromkeys(field for _, field, _ in COMPLIANCE_COLUMNS))
 POLICY_COLUMNS = ("scope", "day", "policy", "action", "hits")
+POLICY_MAX_LENGTH = 200
 
 # A spreadsheet runs a cell that starts with one of these as a formula; several columns hold what
 # a client sent (model, user agent), so CSV cells that start so are prefixed with "'" (OWASP's
@@ -148,6 +160,42 @@ async def _team_names(organization: Organization) -> dict[uuid.UUID, str]:
         team_id: name
         async for team_id, name in Team.objects.filter(organization=organization).values_list("id", "name")
     }
+
+
+async def _rows(entries: QuerySet) -> AsyncIterator[dict[str, Any]]:
+    """``entries`` a database chunk at a time (a server-side cursor on PostgreSQL), each chunk read
+    on the request's database thread. However the export ends (done, failed, the client gone), the
+    cursor is closed on that thread too: left to the garbage collector, it would be closed from any
+    thread, on a connection by then lent to another request."""
+    rows = entries.iterator(chunk_size=FETCH_ROWS)  # a generator: nothing runs until the first read
+    try:
+        while True:
+            chunk = await sync_to_async(_next_chunk)(rows)
+            for row in chunk:
+                yield row
+            if len(chunk) < FETCH_ROWS:
+                break
+    finally:
+        await sync_to_async(_close_rows)(rows)
+
+
+def _next_chunk(rows: Iterator[dict[str, Any]]) -> list[dict[str, Any]]:
+    return list(itertools.islice(rows, FETCH_ROWS))
+
+
+def _close_rows(rows) -> None:
+    with contextlib.suppress(DatabaseError):  # a broken connection: closing it is all that is left
+        rows.close()
+
+
+def _release_connection(alias: str) -> None:
+    """Give the export's connection back now rather than only when Django finishes the request: a
+    path that skips that (an error escaping the response) must not keep it from the pool. Inside
+    a transaction (a test's) the connection is not the export's to close."""
+    connection = connections[alias]
+    if not connection.in_atomic_block:
+        with contextlib.suppress(DatabaseError):
+            connection.close()
 
 
 # --- Encoding -----------------------------------------------------------------------------------
@@ -242,11 +290,48 @@ def _end(query: ExportQuery, rows: int) -> str:
     return _comment(f"end of export: {rows} rows")
 
 
+INCOMPLETE_MESSAGE = "A server error stopped the export; it is incomplete."
+
+
+def _failed(query: ExportQuery, rows: int) -> str:
+    """In place of the end marker when the export could not finish: ``rows`` were sent before."""
+    if query.export_format == "jsonl":
+        return _json_line({"type": "export_error", "rows": rows, "message": INCOMPLETE_MESSAGE})
+    return _comment(f"export incomplete: a server error stopped it after {rows} rows")
+
+
 def _encode(chunk: list[str]) -> bytes:
     return "".join(chunk).encode()
 
 
 # --- The exports --------------------------------------------------------------------------------
+
+
+async def _export(
+    query: ExportQuery, kind: str, columns: tuple[str, ...], lines: AsyncIterator[str]
+) -> AsyncIterator[bytes]:
+    """The header, ``lines`` (one per row) a few hundred to a chunk, then the end marker, or the
+    error marker when reading or encoding failed part-way."""
+    rows, chunk = 0, []
+    try:
+        yield _header(query, kind, columns).encode()
+        async with contextlib.aclosing(lines):
+            async for line in lines:
+                chunk.append(line)
+                rows += 1
+                if len(chunk) >= SEND_ROWS:
+                    yield _encode(chunk)
+                    chunk = []
+        chunk.append(_end(query, rows))
+    except Exception:
+        # For the operator, with the traceback: an export reads no secret (no key, no body).
+        logger.exception(
+            "The %s export of organization %s failed after %d rows", kind, query.organization.pk, rows
+        )
+        chunk.append(_failed(query, rows))
+    finally:
+        await sync_to_async(_release_connection)(AuditEntry.objects.db)
+    yield _encode(chunk)
 
 
 def _compliance_row(
@@ -255,56 +340,54 @@ def _compliance_row(
     return {column: convert(entry[field]) for column, field, convert in columns}
 
 
-async def compliance_export(query: ExportQuery) -> AsyncIterator[bytes]:
+def compliance_export(query: ExportQuery) -> AsyncIterator[bytes]:
     """One row per audit entry of the range, oldest first: who called what, how it was routed,
     what policies decided, what it cost. No request or response bodies."""
-    yield _header(query, "compliance", COMPLIANCE_COLUMN_NAMES).encode()
+    return _export(query, "compliance", COMPLIANCE_COLUMN_NAMES, _compliance_lines(query))
+
+
+async def _compliance_lines(query: ExportQuery) -> AsyncIterator[str]:
     team_names = await _team_names(query.organization)
     columns = tuple(
         (column, field, (lambda team_id: team_names.get(team_id)) if column == "team_name" else convert)
         for column, field, convert in COMPLIANCE_COLUMNS
     )
     # .values(), not .values_list(): Django 5.2's tuple iterable runs its query as soon as the
-    # iterator is made, which aiterator() does on the event loop (SynchronousOnlyOperation).
+    # iterator is made, which would be on the event loop (SynchronousOnlyOperation).
     entries = entries_in_range(query).values(*COMPLIANCE_FIELDS)
-    rows, chunk = 0, []
-    async for entry in entries.aiterator(chunk_size=FETCH_ROWS):
-        if not _has_policy(entry["policy_decisions"], query.policy):
-            continue
-        chunk.append(_row(query, "audit_entry", _compliance_row(entry, columns)))
-        rows += 1
-        if len(chunk) >= SEND_ROWS:
-            yield _encode(chunk)
-            chunk = []
-    chunk.append(_end(query, rows))
-    yield _encode(chunk)
+    async with contextlib.aclosing(_rows(entries)) as rows:
+        async for entry in rows:
+            if _has_policy(entry["policy_decisions"], query.policy):
+                yield _row(query, "audit_entry", _compliance_row(entry, columns))
 
 
-async def policy_export(query: ExportQuery) -> AsyncIterator[bytes]:
+def policy_export(query: ExportQuery) -> AsyncIterator[bytes]:
     """Hits per policy and action over the range (``scope`` ``range``), then per UTC day (``day``).
     A hit is a request on which the policy took the action; days without hits are left out."""
-    yield _header(query, "policy", POLICY_COLUMNS).encode()
+    return _export(query, "policy", POLICY_COLUMNS, _policy_lines(query))
+
+
+async def _policy_lines(query: ExportQuery) -> AsyncIterator[str]:
     per_day: Counter[tuple[date, str, str]] = Counter()
     entries = entries_in_range(query).exclude(policy_decisions=[]).values("created_at", "policy_decisions")
-    async for entry in entries.aiterator(chunk_size=FETCH_ROWS):
-        day = entry["created_at"].astimezone(UTC).date()
-        for policy, action in set(_decisions(entry["policy_decisions"], query.policy)):
-            per_day[(day, policy, action)] += 1
+    async with contextlib.aclosing(_rows(entries)) as rows:
+        async for entry in rows:
+            day = entry["created_at"].astimezone(UTC).date()
+            for policy, action in set(_decisions(entry["policy_decisions"], query.policy)):
+                per_day[(day, policy, action)] += 1
     totals: Counter[tuple[str, str]] = Counter()
     for (_, policy, action), hits in per_day.items():
         totals[(policy, action)] += hits
 
-    rows, chunk = 0, []
     for (policy, action), hits in sorted(totals.items()):
-        row = {"scope": "range", "day": None, "policy": policy, "action": action, "hits": hits}
-        chunk.append(_row(query, "policy_hits", row))
-        rows += 1
+        yield _row(
+            query,
+            "policy_hits",
+            {"scope": "range", "day": None, "policy": policy, "action": action, "hits": hits},
+        )
     for (day, policy, action), hits in sorted(per_day.items()):
-        row = {"scope": "day", "day": day.isoformat(), "policy": policy, "action": action, "hits": hits}
-        chunk.append(_row(query, "policy_hits", row))
-        rows += 1
-        if len(chunk) >= SEND_ROWS:
-            yield _encode(chunk)
-            chunk = []
-    chunk.append(_end(query, rows))
-    yield _encode(chunk)
+        yield _row(
+            query,
+            "policy_hits",
+            {"scope": "day", "day": day.isoformat(), "policy": policy, "action": action, "hits": hits},
+        )

@@ -4,7 +4,9 @@
 ``from=2026-11-01&to=2026-12-01`` is exactly November. A date is midnight UTC, and a timestamp
 without an offset is UTC (every timestamp the gateway writes is). ``period`` is ``24h``, ``7d`` or
 ``30d`` (ending now) or ``mtd`` (from the first of this month, UTC, until now). Bad input raises
-``InvalidParameter``, a 400 ``validation_error`` whose ``fields`` name the parameter at fault.
+``InvalidParameter``, a 400 ``validation_error`` whose ``fields`` name the parameter at fault;
+so do control characters (NUL among them, which PostgreSQL refuses in text and JSON) and overlong
+values in any parameter read through ``text_parameter``.
 """
 
 import re
@@ -19,10 +21,17 @@ from apps.core.errors import InvalidRequest
 PERIODS = ("24h", "7d", "30d", "mtd")
 _PERIOD_LENGTHS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
 
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}:\d{2})?")
+# ASCII digits only: \d would also match digits of other scripts, which no parser here reads.
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
+_TIMESTAMP = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}:\d{2})?", re.ASCII
+)
 # An unencoded "+" in a query string arrives as a space: "...T10:00:00 01:00".
-_SPACE_FOR_PLUS = re.compile(r"(T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?) (\d{2}:\d{2})$", re.IGNORECASE)
+_SPACE_FOR_PLUS = re.compile(r"(T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?) (\d{2}:\d{2})$", re.IGNORECASE | re.ASCII)
+# C0 and C1 controls and DEL: never part of a name, a date or an id.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Longer than any timestamp or period this module parses.
+INSTANT_MAX_LENGTH = 64
 
 
 class InvalidParameter(InvalidRequest):
@@ -33,6 +42,19 @@ class InvalidParameter(InvalidRequest):
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"Invalid value for '{field}': {message}", fields={field: [message]})
+
+
+def text_parameter(params: Mapping[str, str], name: str, *, max_length: int) -> str | None:
+    """The value of query parameter ``name`` (``None`` when absent), refused (400) when it is
+    longer than ``max_length`` or holds a control character."""
+    value = params.get(name)
+    if value is None:
+        return None
+    if len(value) > max_length:
+        raise InvalidParameter(name, f"Expected at most {max_length} characters.")
+    if CONTROL_CHARACTERS.search(value):
+        raise InvalidParameter(name, "Control characters (such as NUL) are not allowed.")
+    return value
 
 
 @dataclass(frozen=True)
@@ -82,7 +104,9 @@ def parse_range(
 
     ``from`` alone runs until now; ``to`` needs ``from``; ``period`` excludes both. With none of
     them, ``default_period`` applies, or, when it is ``None``, a range is required (400)."""
-    raw_from, raw_to, raw_period = params.get("from"), params.get("to"), params.get("period")
+    raw_from, raw_to, raw_period = (
+        text_parameter(params, name, max_length=INSTANT_MAX_LENGTH) for name in ("from", "to", "period")
+    )
     if raw_period is not None:
         if raw_from is not None or raw_to is not None:
             raise InvalidParameter("period", "Give either 'period' or 'from'/'to', not both.")

@@ -473,6 +473,46 @@ async def test_it_rejects_bad_input_with_the_field_at_fault(auth, path, params, 
     assert list(error["fields"]) == [field]
 
 
+@pytest.mark.parametrize("path", [COMPLIANCE, POLICY])
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        # NUL is refused by PostgreSQL in text and JSON: before the fix, a 200 whose body failed.
+        ({**YEAR, "policy": "\x00x"}, "policy"),
+        ({**YEAR, "policy": "pii\x1b[31m"}, "policy"),
+        ({**YEAR, "policy": "p" * 201}, "policy"),
+        ({**YEAR, "team": f"{uuid.UUID(int=1)}\x00"}, "team"),
+        ({**YEAR, "team": "f" * 10_000}, "team"),
+        ({**YEAR, "export_format": "csv\x00"}, "export_format"),
+        ({**YEAR, "export_format": ""}, "export_format"),
+        ({"from": "2025-01-01\x00", "to": "2026-01-01"}, "from"),
+        ({"from": "2025-01-01", "to": "2026-01-01T00:00:00Z" + " " * 100}, "to"),
+        ({"period": "7d\x00"}, "period"),
+        ({"period": "\u0085"}, "period"),
+        # Dates a datetime cannot hold once moved to UTC, or that are not dates at all.
+        ({"from": "9999-12-31T23:59:59-01:00"}, "from"),
+        ({"from": "0001-01-01T00:00:00+01:00", "to": "2025-01-01"}, "from"),
+        ({"from": "10000-01-01"}, "from"),
+        ({"from": "\uff12\uff10\uff12\uff15-01-01", "to": "2026-01-01"}, "from"),
+    ],
+)
+async def test_it_refuses_control_characters_and_out_of_range_values_before_streaming(
+    auth, path, params, field
+):
+    response = await AsyncClient().get(path, params, headers=auth)
+
+    error = assert_error(response, 400, "validation_error")
+    assert list(error["fields"]) == [field]
+
+
+async def test_an_export_over_the_widest_range_a_date_can_name_streams(organization, auth):
+    await create_entries(organization, [JAN_1])
+
+    rows = await compliance_rows({"from": "0001-01-01", "to": "9999-12-31T23:59:59.999999Z"}, auth)
+
+    assert len(rows) == 1
+
+
 async def test_the_compliance_export_requires_a_range(auth):
     response = await AsyncClient().get(COMPLIANCE, {"export_format": "csv"}, headers=auth)
 

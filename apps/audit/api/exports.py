@@ -2,7 +2,7 @@
 
 Plain async Django views, not DRF: DRF has no async views, and under ASGI Django reads a sync
 iterator of a ``StreamingHttpResponse`` whole before sending it. Here the body is an async
-generator over ``aiterator()`` (apps/audit/exports.py), so a year of logs leaves in constant memory.
+generator reading a chunk at a time (apps/audit/exports.py), so a year of logs leaves in constant memory.
 They authenticate exactly as the management API does (``SessionTokenAuthentication``, member
 role) and render every error through the management API's exception handler.
 """
@@ -21,7 +21,7 @@ from rest_framework_simplejwt.exceptions import TokenError
 
 from apps.accounts.authentication import SessionContext, SessionTokenAuthentication
 from apps.audit import exports
-from apps.audit.periods import InvalidParameter, parse_range
+from apps.audit.periods import InvalidParameter, parse_range, text_parameter
 from apps.core.api.exceptions import management_exception_handler
 from apps.core.api.tenancy import HasOrganizationRole
 from apps.core.errors import GatewayError
@@ -76,17 +76,21 @@ def management_export(view: ExportView) -> Callable[[HttpRequest], Awaitable[Htt
 async def _export_query(
     params: QueryDict, session: SessionContext, *, default_period: str | None
 ) -> exports.ExportQuery:
+    """Every parameter is checked here, before the response starts: once the headers are sent, a
+    bad value could only end the export with an error marker, not with a 400."""
     now = timezone.now()  # one instant for the period's end and the header's generation time
     time_range = parse_range(params, default_period=default_period, now=now)
 
-    export_format = params.get("export_format", "csv")
+    export_format = text_parameter(params, "export_format", max_length=16)
+    if export_format is None:
+        export_format = "csv"
     if export_format not in exports.EXPORT_FORMATS:
         raise InvalidParameter("export_format", f"Expected one of {', '.join(exports.EXPORT_FORMATS)}.")
 
     team_id, team_name = None, None
-    if "team" in params:
+    if (team := text_parameter(params, "team", max_length=64)) is not None:
         try:
-            team_id = uuid.UUID(params["team"])
+            team_id = uuid.UUID(team)
         except ValueError:
             raise InvalidParameter("team", "Expected a team id (a UUID).") from None
         # A deleted team's entries stay in the log and can still be exported; the header says so.
@@ -96,10 +100,10 @@ async def _export_query(
             .afirst()
         )
 
-    policy = params.get("policy")
+    policy = text_parameter(params, "policy", max_length=exports.POLICY_MAX_LENGTH)
     if policy is not None:
         policy = policy.strip()
-        if not policy or len(policy) > 200:
+        if not policy:
             raise InvalidParameter("policy", "Expected a policy name or id (1 to 200 characters).")
 
     return exports.ExportQuery(

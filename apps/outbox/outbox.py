@@ -9,13 +9,13 @@ events) is put here and written by a background thread, in batches, never on the
 - A batch that fails is retried briefly; if the database is still unavailable it is spilled to a
   durable local spool (``spool.py``) and the writer keeps spilling until a probe succeeds, then
   replays the spool. A batch that fails while the database answers holds a bad item: its items are
-  delivered one by one and the bad ones go to a dead-letter file, logged, so they never block the rest.
+  delivered one by one and the bad ones go to a dead-letter file (encrypted like the spool, 0600),
+  logged, so they never block the rest; ``manage.py outbox_replay`` delivers them again.
 - At shutdown (``atexit``, which Daphne and Celery reach on SIGTERM) the queue is drained: delivered
   if the database answers, spooled if not. Nothing that was put is lost by a restart.
 """
 
 import atexit
-import json
 import logging
 import threading
 import time
@@ -28,7 +28,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, connections
 
-from .spool import Spool, UnreadableSpool
+from .spool import DEAD_LETTERS, UNREADABLE_DEAD_LETTERS, Spool, UnreadableSpool
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +40,17 @@ Prepare = Callable[[Any], dict[str, Any]]
 class Kind:
     handler: Handler
     prepare: Prepare
+
+
+@dataclass(slots=True)
+class DeadLetterReplay:
+    replayed: int = 0  # delivered now (or already there: handlers are idempotent)
+    kept: int = 0  # refused again, back in the dead-letter file
+    unreadable: int = 0  # lines these keys cannot decrypt, set aside as they were
+
+
+class DatabaseUnavailable(Exception):
+    pass
 
 
 class Outbox:
@@ -204,10 +215,8 @@ class Outbox:
                 payload = item if isinstance(item, dict) else definition.prepare(item)
             except Exception:
                 logger.exception("Outbox: could not prepare a %r item; dead-lettered", kind)
-                # Only what identifies it: the raw item may hold unredacted bodies.
-                self._dead_letter(
-                    kind, {"item": type(item).__name__, "id": getattr(item, "request_id", None)}
-                )
+                # The item as it was (encrypted, like the spool): outbox_replay prepares it again.
+                self._dead_letter(kind, item)
                 continue
             grouped.setdefault(kind, []).append(payload)
         return grouped
@@ -236,7 +245,8 @@ class Outbox:
             try:
                 self._kinds[kind].handler(payloads)
             except Exception as error:
-                logger.warning("Outbox: delivering %d %r item(s) failed: %s", len(payloads), kind, error)
+                # Cut: a database error may quote a whole value a client sent.
+                logger.warning("Outbox: delivering %d %r item(s) failed: %.300s", len(payloads), kind, error)
                 connections.close_all()  # a broken connection must not be reused
                 continue
             self.delivered += len(payloads)
@@ -308,11 +318,47 @@ class Outbox:
     def _dead_letter(self, kind: str, payload: Any) -> None:
         self.dead_lettered += 1
         try:
-            self.spool.directory.mkdir(parents=True, exist_ok=True)
-            with open(self.spool.directory / "dead-letter.jsonl.failed", "a", encoding="utf-8") as file:
-                file.write(json.dumps({"kind": kind, "payload": payload}, default=str) + "\n")
-        except OSError:
+            self.spool.dead_letter([(kind, payload)])
+        except Exception:
             logger.exception("Outbox: could not write the dead-letter file")
+
+    def replay_dead_letters(self) -> DeadLetterReplay:
+        """Delivers the dead letters again through the kinds' handlers (``manage.py outbox_replay``):
+        what the database takes now is written (once: handlers are idempotent), what it still
+        refuses goes back to the dead-letter file. Never while the database is down."""
+        if not self._database_answers():
+            raise DatabaseUnavailable("the database does not answer; nothing was replayed")
+        report = DeadLetterReplay()
+        for claimed in self.spool.claim_dead_letters():
+            items, unreadable = [], []
+            for entry in self.spool.read_dead_letters(claimed):
+                (unreadable if isinstance(entry, str) else items).append(entry)
+            if unreadable:
+                self.spool.set_aside(unreadable)
+                report.unreadable += len(unreadable)
+            delivered, dead = self.delivered, self.dead_lettered
+            for kind, payloads in self._prepared(items).items():
+                for start in range(0, len(payloads), self.batch_size):
+                    chunk = payloads[start : start + self.batch_size]
+                    if self._try(kind, chunk):
+                        continue
+                    if self._database_answers():
+                        self._isolate(kind, chunk)
+                    else:  # gone in the middle: keep the rest for the next replay
+                        for payload in chunk:
+                            self._dead_letter(kind, payload)
+            report.replayed += self.delivered - delivered
+            report.kept += self.dead_lettered - dead
+            claimed.unlink()
+        return report
+
+    @property
+    def dead_letter_path(self) -> Path:
+        return self.spool.directory / DEAD_LETTERS
+
+    @property
+    def unreadable_dead_letter_path(self) -> Path:
+        return self.spool.directory / UNREADABLE_DEAD_LETTERS
 
 
 _outbox: Outbox | None = None

@@ -1,6 +1,5 @@
 """The outbox delivers everything put into it exactly once in effect, whatever the database does."""
 
-import json
 import os
 import time
 from pathlib import Path
@@ -111,8 +110,8 @@ def test_a_bad_item_is_dead_lettered_and_never_blocks_the_others(make_outbox, da
 
     assert set(database.rows) == {str(n) for n in range(10)} - {"4"}
     assert box.dead_lettered == 1
-    [line] = (tmp_path / "spool" / "dead-letter.jsonl.failed").read_text().splitlines()
-    assert json.loads(line)["payload"]["id"] == "4"
+    [(kind, item)] = box.spool.read_dead_letters(tmp_path / "spool" / "dead-letter.jsonl.failed")
+    assert (kind, item["id"]) == ("row", "4")
 
 
 def test_closing_drains_what_is_queued_into_the_spool_when_the_database_is_down(

@@ -1,11 +1,15 @@
 """What of a request's and response's bodies the audit log keeps.
 
-Whatever the organization's setting, credentials that appear in a body (gateway API keys, provider
-keys, bearer tokens) are masked. ``redacted`` (the default) also masks personal data that is easy to
-recognise: e-mail addresses, card and phone numbers. ``metadata`` keeps no body at all.
+Whatever the organization's setting, credentials that appear in a body (gateway API keys, whatever
+their configured prefix, provider keys, bearer tokens, webhook secrets) are masked. ``redacted``
+(the default) also masks personal data that is easy to recognise: e-mail addresses, card and phone
+numbers. ``metadata`` keeps no body at all.
 """
 
 import re
+from functools import lru_cache
+
+from django.conf import settings
 
 _SECRETS = re.compile(
     # sk_live_… (the gateway's), sk-proj-… (OpenAI), sk-ant-api03-… (Anthropic) and the like
@@ -21,8 +25,17 @@ _PERSONAL = re.compile(
 )
 
 
+@lru_cache(maxsize=4)
+def _secrets_and_keys_of(prefix: str) -> re.Pattern[str]:
+    """The credentials above, and gateway keys of the configured prefix (GATEWAY_API_KEY_PREFIX),
+    which need not look like any of them."""
+    if not prefix:
+        return _SECRETS
+    return re.compile(re.escape(prefix) + r"[A-Za-z0-9_\-]{16,}|" + _SECRETS.pattern)
+
+
 def mask_secrets(text: str) -> str:
-    return _SECRETS.sub("[secret]", text)
+    return _secrets_and_keys_of(settings.GATEWAY_API_KEY_PREFIX).sub("[secret]", text)
 
 
 def redact(text: str) -> str:

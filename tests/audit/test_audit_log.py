@@ -5,6 +5,7 @@ from decimal import Decimal
 
 import pytest
 from channels.db import database_sync_to_async
+from django.test import override_settings
 
 from apps.audit.models import AuditEntry
 from apps.organizations import services as organization_services
@@ -141,6 +142,29 @@ async def test_bodies_are_kept_as_the_organization_says(proxy, routed, organizat
     else:
         assert "ada@example.com" in entry.request_body
         assert "Hello from upstream" in entry.response_body
+
+
+@override_settings(GATEWAY_API_KEY_PREFIX="acme.gw-")
+async def test_gateway_keys_of_a_custom_prefix_are_masked_in_bodies(proxy, routed, organization):
+    await database_sync_to_async(organization_services.organization_update)(
+        organization=organization, log_bodies="full"
+    )
+    _, secret = await database_sync_to_async(create_api_key)(organization)
+    assert secret.startswith("acme.gw-")
+    content = f"my gateway key is {secret} and the old one sk_live_{'Z' * 43}, say hi"
+
+    response = await proxy.post(
+        "/v1/chat/completions",
+        json={"model": "fast", "messages": [{"role": "user", "content": content}]},
+        headers=bearer(secret),
+    )
+
+    assert response.status_code == 200
+    [entry] = await entries()
+    assert secret not in entry.request_body
+    assert secret[len("acme.gw-") :] not in entry.request_body
+    assert "sk_live_ZZZZ" not in entry.request_body
+    assert "say hi" in entry.request_body
 
 
 async def test_embeddings_leave_an_entry_too(proxy, routed, gateway_key):

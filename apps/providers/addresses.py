@@ -6,6 +6,10 @@ include the cloud metadata service at 169.254.169.254, are always refused; priva
 other non-public addresses only when ``GATEWAY_ALLOW_PRIVATE_UPSTREAMS`` is set (self-hosted
 models on a private network, and the tests). The same check runs again on every connection, on
 the address actually resolved (apps/proxy/upstream.py), so DNS cannot be used to get around it.
+
+An IPv6 address can carry an IPv4 address that a translator or tunnel on the way delivers to: NAT64
+(``64:ff9b::a9fe:a9fe``), 6to4 (``2002:a9fe:a9fe::``), Teredo, and the IPv4-compatible, -mapped and
+-translated forms (``::127.0.0.1``, ``::ffff:…``). The IPv4 address inside is checked as well.
 """
 
 import ipaddress
@@ -18,6 +22,13 @@ from apps.core.errors import InvalidRequest
 
 # Cloud metadata endpoints outside 169.254.0.0/16 (AWS IPv6, Alibaba).
 _METADATA = {ipaddress.ip_address("fd00:ec2::254"), ipaddress.ip_address("100.100.100.200")}
+# Prefixes whose last 32 bits are an IPv4 address: NAT64 (RFC 6052, RFC 8215), IPv4-compatible
+# (deprecated, but still routed by some stacks) and IPv4-translated (RFC 2765).
+_IPV4_IN_LAST_32_BITS = tuple(
+    ipaddress.ip_network(prefix) for prefix in ("64:ff9b::/96", "64:ff9b:1::/48", "::/96", "::ffff:0:0:0/96")
+)
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 class AddressRefused(InvalidRequest):
@@ -25,18 +36,44 @@ class AddressRefused(InvalidRequest):
 
 
 def check_ip(address: str) -> None:
+    """Raises AddressRefused for an address the gateway must not call; ValueError if ``address``
+    is not an IP address at all (a host name)."""
     ip = ipaddress.ip_address(address)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
-    if ip.is_link_local or ip in _METADATA:
-        raise AddressRefused(
-            f"The upstream address {ip} is link-local or a metadata service; it is never allowed."
-        )
-    if not ip.is_global and not settings.GATEWAY_ALLOW_PRIVATE_UPSTREAMS:
-        raise AddressRefused(
-            f"The upstream address {ip} is private or local; set GATEWAY_ALLOW_PRIVATE_UPSTREAMS=true "
-            "to allow self-hosted upstreams."
-        )
+    judged = _judged_addresses(ip)
+    for candidate in judged:
+        if candidate.is_link_local or candidate in _METADATA:
+            raise AddressRefused(
+                f"The upstream address {_named(candidate, ip)} is link-local or a metadata service; "
+                "it is never allowed."
+            )
+    if settings.GATEWAY_ALLOW_PRIVATE_UPSTREAMS:
+        return
+    for candidate in judged:
+        if not candidate.is_global:
+            raise AddressRefused(
+                f"The upstream address {_named(candidate, ip)} is private or local; set "
+                "GATEWAY_ALLOW_PRIVATE_UPSTREAMS=true to allow self-hosted upstreams."
+            )
+
+
+def _judged_addresses(ip: IPAddress) -> list[IPAddress]:
+    """The address itself and every IPv4 address it reaches through a translator or tunnel."""
+    if isinstance(ip, ipaddress.IPv4Address):
+        return [ip]
+    if ip.ipv4_mapped is not None:
+        return [ip.ipv4_mapped]  # only a spelling of the IPv4 address (and never global itself)
+    judged: list[IPAddress] = [ip]
+    if ip.sixtofour is not None:
+        judged.append(ip.sixtofour)
+    if ip.teredo is not None:
+        judged.extend(ip.teredo)  # the server and the client
+    if any(ip in prefix for prefix in _IPV4_IN_LAST_32_BITS):
+        judged.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    return judged
+
+
+def _named(address: IPAddress, given: IPAddress) -> str:
+    return str(address) if address == given else f"{address} (inside {given})"
 
 
 def check_upstream_url(url: str) -> str:

@@ -599,6 +599,35 @@ def test_drop_connection(upstream: UpstreamServer, sdk: SdkFactory) -> None:
     assert not isinstance(error.value, openai.APITimeoutError)
 
 
+def test_redirect_sends_the_same_path_to_another_server(make_upstream: Callable[..., UpstreamServer]) -> None:
+    first, second = make_upstream("first"), make_upstream("second")
+    first.behave("redirect", to=second.base_url)
+    url = f"{first.openai_base_url}/chat/completions?x=1"
+    body = {"model": "gpt-4o-mini", "messages": USER}
+
+    answer = httpx.post(url, json=body, headers={"authorization": "Bearer sk-test"})
+    assert answer.status_code == 307
+    assert answer.headers["location"] == f"{second.base_url}/v1/chat/completions?x=1"
+
+    httpx.post(url, json=body, follow_redirects=True)
+    assert [(r.method, r.path, r.json) for r in second.requests] == [("POST", "/v1/chat/completions", body)]
+    assert len(first.requests) == 2
+
+
+def test_error_event_fails_a_stream_after_some_content(upstream: UpstreamServer, sdk: SdkFactory) -> None:
+    upstream.behave("error_event", after=1, message="boom")
+    received = []
+    with pytest.raises(openai.APIError, match="boom"):
+        for chunk in chat(sdk(upstream), stream=True):
+            received.append(chunk.choices[0].delta.content or "")
+    assert "".join(received) == "Hello"
+
+    events = anthropic_stream(upstream, anthropic_body())
+    error = {"type": "error", "error": {"type": "overloaded_error", "message": "boom"}}
+    assert events[-1] == ("error", error)
+    assert [name for name, _ in events].count("content_block_delta") == 1
+
+
 def test_rules_are_scoped_by_credential_and_times(upstream: UpstreamServer, sdk: SdkFactory) -> None:
     upstream.behave("status", status=500, for_credential="key-a")
     upstream.behave("status", status=429, for_credential="key-b", times=1)
@@ -632,6 +661,8 @@ def test_behave_refuses_what_it_cannot_do(upstream: UpstreamServer) -> None:
         upstream.behave("explode")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="status"):
         upstream.behave("status")
+    with pytest.raises(ValueError, match="redirect"):
+        upstream.behave("redirect")
     with pytest.raises(ValueError, match="times"):
         upstream.behave("ok", times=0)
 

@@ -35,6 +35,8 @@ Mode = Literal[
     "invalid_json",
     "reject_stream_options",
     "drop_connection",
+    "redirect",
+    "error_event",
 ]
 MODES: frozenset[str] = frozenset(typing.get_args(Mode))
 Provider = Literal["openai", "azure", "anthropic"]
@@ -826,6 +828,8 @@ class UpstreamServer:
             raise ValueError(f"unknown mode {mode!r}; expected one of {sorted(MODES)}")
         if mode == "status" and not isinstance(options.get("status"), int):
             raise ValueError('behave("status") needs status=<int>')
+        if mode == "redirect" and not isinstance(options.get("to"), str):
+            raise ValueError('behave("redirect") needs to=<base URL of another server>')
         if times is not None and times < 1:
             raise ValueError("times must be at least 1")
         with self._lock:
@@ -938,6 +942,10 @@ class UpstreamServer:
             return self._drop(request)
         if rule.mode == "invalid_json":
             return web.Response(body=INVALID_JSON, content_type="application/json")
+        if rule.mode == "redirect":
+            # The same path and query on another server: what a hijacked upstream or DNS answer sends.
+            location = rule.options["to"].rstrip("/") + request.path_qs
+            return web.Response(status=int(rule.options.get("status", 307)), headers={"location": location})
         if (
             rule.mode == "reject_stream_options"
             and isinstance(recorded.json, dict)
@@ -1062,6 +1070,9 @@ class UpstreamServer:
         last_content = max((i for i, e in enumerate(events) if e.content), default=-1)
         sent = 0
         for index, event in enumerate(events):
+            if rule.mode == "error_event" and sent >= int(rule.options.get("after", 2)) and event.content:
+                await response.write(self._error_event(request, rule).encode())
+                return  # a provider's mid-stream failure: an error event, then the end
             if cut_after is not None and sent >= cut_after and (event.content or index > last_content):
                 self._abort(request)  # no [DONE], no message_stop: the connection just dies
                 return
@@ -1071,6 +1082,13 @@ class UpstreamServer:
             await response.write(event.encode())
             await request.writer.drain()  # each event leaves on its own, as a provider streams it
             sent += event.content
+
+    @staticmethod
+    def _error_event(request: web.Request, rule: _Rule) -> Sse:
+        provider = request[EXCHANGE].provider
+        message = rule.options.get("message", "The server had an error while processing your request.")
+        body = error_body(provider, 529 if provider == "anthropic" else 500, message)
+        return Sse(body, event="error" if provider == "anthropic" else None)
 
     @staticmethod
     def _cut_point(rule: _Rule, events: list[Sse]) -> int | None:

@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from django.conf import settings
 from django.utils import timezone
@@ -230,7 +231,15 @@ async def _until_disconnect(receive) -> None:
 
 
 def _encode(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
-    return [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()]
+    return [(name.encode("ascii"), _header_value(value)) for name, value in headers.items()]
+
+
+def _header_value(value: str) -> bytes:
+    """A header value can never fail to encode, nor split into two headers: a value with anything
+    but printable ASCII (a model name in Chinese, an emoji, a CR or LF) is percent-encoded as UTF-8."""
+    if value.isascii() and value.isprintable():
+        return value.encode("ascii")
+    return quote(value, safe="/").encode("ascii")
 
 
 proxy_app = ProxyApp()

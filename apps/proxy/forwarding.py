@@ -3,10 +3,14 @@
 Failover happens on what a different key or provider can fix: connection errors, timeouts, 429,
 5xx, 401/403 (the gateway's own key is refused), 404 (the deployment's model is not there) and
 answers that break the provider's format. What the client's request caused (400, 413, 422) is
-returned to it as the upstream said, without trying elsewhere. Every attempt is recorded.
+returned to it as the upstream said, without trying elsewhere. A redirect is never followed; it
+is an upstream error like a 5xx. Every attempt is recorded, its detail in the audit entry and the
+server log; the client learns the provider, the attempt count and the last failure's category, never
+an upstream's address or words (they may quote the gateway's network or its key).
 """
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -25,9 +29,13 @@ from .adapters.base import (
     UpstreamProtocolError,
     UpstreamRequest,
 )
+from .http import NestedTooDeeply
 from .records import Attempt, RequestRecord
 from .routing import Candidate, breaker
-from .upstream import session
+from .scrubbing import scrub
+from .upstream import post
+
+logger = logging.getLogger(__name__)
 
 # Upstream statuses that the client's own request caused: returned, never retried elsewhere.
 CLIENT_CAUSED = frozenset({400, 413, 422})
@@ -78,6 +86,25 @@ class _Failure:
     outcome: str
     status: int | None
     message: str
+    provider: str = ""
+
+    @property
+    def category(self) -> str:
+        """What the client is told about the failure: a fixed word, never the upstream's text."""
+        if self.outcome != "upstream_error":
+            return self.outcome
+        if self.status is not None and 300 <= self.status < 400:
+            return "redirect_refused"
+        return f"upstream_status_{self.status}"
+
+
+def _status_failure(adapter: Adapter, status: int, payload: bytes, headers) -> _Failure:
+    if 300 <= status < 400:
+        location = headers.get("location", "")[:300]
+        return _Failure(
+            "upstream_error", status, f"the upstream redirected (HTTP {status} to {location!r}); not followed"
+        )
+    return _Failure("upstream_error", status, adapter.error_message(status, payload))
 
 
 class Forwarder:
@@ -123,13 +150,23 @@ class Forwarder:
     def _fail(
         self, candidate: Candidate, failure: _Failure, began: float, *, retry_after: float | None = None
     ):
-        failure.message = _scrub(failure.message, candidate.key.secret)
+        failure.message = scrub(failure.message, candidate.key.secret)
+        failure.provider = candidate.key.provider
         self._note(candidate, failure.status, failure.outcome, began, failure.message)
+        logger.warning(
+            "Upstream attempt failed (request %s, %s key %s, %s, status %s): %s",
+            self.record.request_id,
+            candidate.key.provider,
+            candidate.key.id,
+            failure.outcome,
+            failure.status,
+            failure.message,
+        )
         breaker.record_failure(candidate.key.id, retry_after=retry_after)
         self.last_failure = failure
 
     def _refused(self, candidate: Candidate, adapter: Adapter, status: int, payload: bytes, began: float):
-        message = _scrub(adapter.error_message(status, payload), candidate.key.secret)
+        message = scrub(adapter.error_message(status, payload), candidate.key.secret)
         self._note(candidate, status, "client_error", began, message)
         self._chosen(candidate)
         breaker.record_success(candidate.key.id)  # the key works; the request was wrong
@@ -143,9 +180,9 @@ class Forwarder:
                 f"The upstream did not answer in time ({tried} attempt(s)).",
                 headers={"x-should-retry": "false"},
             )
-        detail = f" Last error: {failure.message}" if failure else ""
+        detail = f"; the last, to {failure.provider}, ended in {failure.category}" if failure else ""
         return UpstreamFailed(
-            f"Every upstream candidate failed ({tried} attempt(s)).{detail}",
+            f"Every upstream candidate failed after {tried} attempt(s){detail}.",
             headers={"x-should-retry": "false"},
         )
 
@@ -161,10 +198,10 @@ class Forwarder:
                 break
             adapter = adapter_for(candidate.key.provider)
             target = target_for(candidate)
-            upstream_request = build(adapter, target)
+            upstream_request = _build(build, adapter, target)
             began = time.perf_counter()
             try:
-                async with session().post(
+                async with post(
                     upstream_request.url,
                     data=upstream_request.body,
                     headers=upstream_request.headers,
@@ -172,7 +209,7 @@ class Forwarder:
                 ) as response:
                     payload = await response.read()
                     status = response.status
-                    retry_after = _retry_after(response.headers) if status == 429 else None
+                    upstream_headers = response.headers
             except TimeoutError:
                 self._fail(candidate, _Failure("timeout", None, "the upstream timed out"), began)
                 continue
@@ -191,7 +228,8 @@ class Forwarder:
                 return completion
             if status in CLIENT_CAUSED:
                 raise self._refused(candidate, adapter, status, payload, began)
-            failure = _Failure("upstream_error", status, adapter.error_message(status, payload))
+            retry_after = _retry_after(upstream_headers) if status == 429 else None
+            failure = _status_failure(adapter, status, payload, upstream_headers)
             self._fail(candidate, failure, began, retry_after=retry_after)
         raise self.exhausted()
 
@@ -205,12 +243,12 @@ class Forwarder:
                 break
             adapter = adapter_for(candidate.key.provider)
             target = target_for(candidate)
-            upstream_request = build(adapter, target)
+            upstream_request = _build(build, adapter, target)
             began = time.perf_counter()
             response: aiohttp.ClientResponse | None = None
             try:
                 async with asyncio.timeout(remaining):
-                    response = await session().post(
+                    response = await post(
                         upstream_request.url,
                         data=upstream_request.body,
                         headers=upstream_request.headers,
@@ -223,7 +261,7 @@ class Forwarder:
                         if status in CLIENT_CAUSED:
                             raise self._refused(candidate, adapter, status, payload, began)
                         retry_after = _retry_after(response.headers) if status == 429 else None
-                        failure = _Failure("upstream_error", status, adapter.error_message(status, payload))
+                        failure = _status_failure(adapter, status, payload, response.headers)
                         self._fail(candidate, failure, began, retry_after=retry_after)
                         continue
                     translator = adapter.stream_translator(target, client_wants_usage=client_wants_usage)
@@ -303,14 +341,17 @@ async def sse_events(content: aiohttp.StreamReader) -> AsyncIterator[tuple[str, 
         raise UpstreamProtocolError("the upstream's stream ended in the middle of an event")
 
 
+def _build(build: Callable[[Adapter, Target], UpstreamRequest], adapter: Adapter, target: Target):
+    try:
+        return build(adapter, target)
+    except RecursionError:
+        # A body just under the parser's limit can still be too deep to encode again for the upstream.
+        raise NestedTooDeeply() from None
+
+
 def _close(response: aiohttp.ClientResponse | None) -> None:
     if response is not None:
         response.close()
-
-
-def _scrub(message: str, secret: str) -> str:
-    """Upstreams sometimes quote the key they were sent; it must not reach a client or a log."""
-    return message.replace(secret, "[provider key]") if secret and secret in message else message
 
 
 def _describe(error: BaseException) -> str:

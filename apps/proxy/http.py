@@ -14,6 +14,15 @@ from typing import Any
 from apps.core.errors import InvalidRequest, PayloadTooLarge
 
 
+class NestedTooDeeply(InvalidRequest):
+    """JSON nested deeper than the interpreter can parse or encode again (a RecursionError)."""
+
+    code = "invalid_json"
+
+    def __init__(self) -> None:
+        super().__init__("The request body is nested too deeply.", headers={"x-should-retry": "false"})
+
+
 @dataclass(slots=True)
 class ProxyRequest:
     method: str
@@ -36,6 +45,8 @@ class ProxyRequest:
             return json.loads(self.body)
         except UnicodeDecodeError as error:
             raise InvalidRequest("The request body is not valid UTF-8.", code="invalid_json") from error
+        except RecursionError:
+            raise NestedTooDeeply() from None
         except ValueError as error:
             raise InvalidRequest(
                 f"The request body is not valid JSON: {error}", code="invalid_json"

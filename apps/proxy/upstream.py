@@ -3,7 +3,9 @@
 aiohttp rather than httpx on the hot path, by measurement (docs/benchmarks.md and the stack notes:
 a bare forwarder under Daphne does about 240 requests/s with httpx's default transport and 1,790
 with aiohttp). Every connection goes to an address checked by ``CheckedResolver``, so a provider
-key's base URL cannot be turned against the gateway's own network by DNS.
+key's base URL cannot be turned against the gateway's own network by DNS. Every call goes through
+``post``, which never follows a redirect: a redirect to an IP literal would skip the resolver, and
+aiohttp would carry the body and the ``api-key``/``x-api-key`` headers to the new host.
 """
 
 import asyncio
@@ -66,6 +68,11 @@ def session() -> aiohttp.ClientSession:
             read_bufsize=2**20,
         )
     return client
+
+
+def post(url: str, *, data: bytes, headers: dict[str, str], timeout: aiohttp.ClientTimeout):
+    """An upstream POST (use with ``async with`` or ``await``); a 3xx comes back as the answer."""
+    return session().post(url, data=data, headers=headers, timeout=timeout, allow_redirects=False)
 
 
 async def close_sessions() -> None:

@@ -163,3 +163,17 @@ def test_a_stream_is_relayed_as_it_comes_and_a_client_that_leaves_cancels_the_up
 
     # The client went away mid-stream; the gateway drops its upstream request too.
     assert upstream.wait_for_disconnects(1, timeout=3)  # well before Daphne would give up on its own (10 s)
+
+
+def test_daphne_answers_a_model_name_outside_latin_1_with_its_completion(routed_gateway, upstream):
+    gateway_url, key = routed_gateway
+    body = {"model": "openai/模型-🦙", "messages": [{"role": "user", "content": "hi"}]}
+
+    response = httpx.post(
+        f"{gateway_url}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"}
+    )
+
+    assert response.status_code == 200, response.text
+    assert response.json()["model"] == "模型-🦙"
+    assert response.headers["x-gateway-model"] == "%E6%A8%A1%E5%9E%8B-%F0%9F%A6%99"
+    assert upstream.last_request.json["model"] == "模型-🦙"

@@ -225,3 +225,69 @@ async def test_a_failed_attempts_error_never_keeps_the_provider_key(
     assert response.status_code == 502
     assert "sk-upstream-one" not in response.text
     assert "sk-upstream-one" not in records[0].attempts[0].error
+
+
+def nested_bodies(depth: int) -> dict[str, str]:
+    nested = "[" * depth + "]" * depth
+    hello = '{"role": "user", "content": "hi"}'
+    return {
+        "body": nested,
+        "message content": f'{{"model": "fast", "messages": [{{"role": "user", "content": {nested}}}]}}',
+        "unknown field": f'{{"model": "fast", "messages": [{hello}], "x": {nested}}}',
+    }
+
+
+@pytest.mark.parametrize("where", ["body", "message content", "unknown field"])
+async def test_deeply_nested_json_is_a_400_never_a_500(proxy, routed, gateway_key, upstream, records, where):
+    response = await proxy.post(
+        "/v1/chat/completions",
+        content=nested_bodies(100_000)[where].encode(),
+        headers={**bearer(gateway_key[1]), "content-type": "application/json"},
+    )
+
+    assert_error(response, 400, "invalid_json")
+    assert "nested" in response.json()["error"]["message"]
+    assert response.headers["x-should-retry"] == "false"
+    assert upstream.requests == []
+    assert records[0].status == 400
+
+
+@pytest.mark.parametrize("where", ["body", "message content", "unknown field"])
+async def test_json_nested_about_as_deep_as_python_allows_is_a_400_or_an_answer(
+    proxy, routed, gateway_key, upstream, where
+):
+    """Around the interpreter's recursion limit a body may parse and still fail to be re-encoded
+    for the upstream: either way the client gets a 400 or an answer, never a 500."""
+    headers = {**bearer(gateway_key[1]), "content-type": "application/json"}
+    for depth in range(850, 1010, 4):
+        response = await proxy.post(
+            "/v1/chat/completions", content=nested_bodies(depth)[where].encode(), headers=headers
+        )
+        assert response.status_code in (200, 400), (depth, response.text)
+        if response.status_code == 400:
+            assert response.json()["error"]["code"] in ("invalid_json", "upstream_invalid_request"), depth
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize(
+    ("upstream_model", "header"),
+    [
+        ("模型", "%E6%A8%A1%E5%9E%8B"),
+        ("llama-🦙", "llama-%F0%9F%A6%99"),
+        ("café", "caf%C3%A9"),  # Latin-1, but not ASCII: encoded the same way
+        ("a\r\nset-cookie: x", "a%0D%0Aset-cookie%3A%20x"),
+    ],
+)
+async def test_a_model_name_outside_ascii_is_answered_and_percent_encoded_in_the_header(
+    proxy, routed, gateway_key, upstream, records, upstream_model, header, stream
+):
+    body = {"model": f"openai/{upstream_model}", "messages": HELLO, "stream": stream}
+
+    response = await proxy.post("/v1/chat/completions", json=body, headers=bearer(gateway_key[1]))
+
+    assert response.status_code == 200, response.text
+    assert response.headers["x-gateway-model"] == header
+    assert "set-cookie" not in response.headers
+    assert upstream.last_request.json["model"] == upstream_model
+    [record] = records
+    assert (record.status, record.model) == (200, upstream_model)

@@ -15,6 +15,7 @@ from typing import Any
 from apps.catalog.pricing import Usage
 from apps.core.errors import InvalidRequest
 
+from ..scrubbing import scrub
 from .base import (
     Adapter,
     Completion,
@@ -234,7 +235,7 @@ def _tool_use(call: Any, param: str) -> dict[str, Any]:
     # tool with nothing, and the conversation would go on from a history that never happened.
     try:
         parsed = json.loads(arguments)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         parsed = None
     if not isinstance(parsed, dict):
         raise InvalidRequest(
@@ -395,7 +396,7 @@ class AnthropicStreamTranslator(StreamTranslator):
     def feed(self, event: str, data: str) -> list[bytes]:
         try:
             payload = json.loads(data)
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:
             raise UpstreamProtocolError("the upstream sent an event that is not JSON") from error
         if not isinstance(payload, dict):
             raise UpstreamProtocolError("the upstream sent an event that is not a JSON object")
@@ -482,7 +483,7 @@ class AnthropicStreamTranslator(StreamTranslator):
     def _error(self, payload: dict[str, Any]) -> list[bytes]:
         error = payload.get("error") if isinstance(payload.get("error"), dict) else {}
         message = error.get("message") if isinstance(error.get("message"), str) else "The upstream failed."
-        self.error = message
+        self.error = message = scrub(message, self.target.secret)
         kind = error.get("type") if isinstance(error.get("type"), str) else "api_error"
         return [sse({"error": {"message": message, "type": kind, "param": None, "code": None}})]
 
@@ -561,7 +562,7 @@ class AnthropicAdapter(Adapter):
         # Anthropic: {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}.
         try:
             parsed = json.loads(payload)
-        except ValueError:
+        except (ValueError, RecursionError):
             parsed = None
         error = parsed.get("error") if isinstance(parsed, dict) else None
         if isinstance(error, dict) and not isinstance(error.get("message"), str) and error.get("type"):

@@ -95,7 +95,7 @@ class Adapter:
         """The upstream's own error message, for the client (4xx it caused) and the audit log."""
         try:
             error = json.loads(payload).get("error")
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             error = None
         if isinstance(error, dict) and isinstance(error.get("message"), str):
             return error["message"][:2000]
@@ -114,7 +114,7 @@ def dumps(payload: Any) -> bytes:
 def loads_object(payload: bytes) -> dict[str, Any]:
     try:
         parsed = json.loads(payload)
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:
         raise UpstreamProtocolError("the upstream answered with invalid JSON") from error
     if not isinstance(parsed, dict):
         raise UpstreamProtocolError("the upstream answered with JSON that is not an object")

@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 from apps.catalog.pricing import Usage
 
+from ..scrubbing import scrub
 from .base import (
     Adapter,
     Completion,
@@ -59,14 +60,15 @@ class OpenAIStreamTranslator(StreamTranslator):
             return [b"data: " + data.encode() + b"\n\n"]
         try:
             chunk = json.loads(data)
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:
             raise UpstreamProtocolError("the upstream sent an event that is not JSON") from error
         if not isinstance(chunk, dict):
             raise UpstreamProtocolError("the upstream sent an event that is not a JSON object")
         if "error" in chunk and "choices" not in chunk:
             error = chunk["error"]
-            self.error = error.get("message") if isinstance(error, dict) else str(error)
-            return [b"data: " + data.encode() + b"\n\n"]
+            message = error.get("message") if isinstance(error, dict) else str(error)
+            self.error = scrub(message, self.target.secret) if isinstance(message, str) else message
+            return [b"data: " + scrub(data, self.target.secret).encode() + b"\n\n"]
         if isinstance(chunk.get("model"), str):
             self.model = chunk["model"]
         usage = usage_from_openai(chunk.get("usage"))

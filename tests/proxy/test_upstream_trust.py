@@ -1,0 +1,198 @@
+"""What an upstream is never trusted with: where the gateway connects next, the provider key it was
+sent (even in part), and what the client learns about the gateway's network when it fails."""
+
+import json
+import logging
+
+import pytest
+from channels.db import database_sync_to_async
+
+from apps.audit.models import AuditEntry
+from apps.organizations import services as organization_services
+from apps.outbox.outbox import outbox
+from apps.providers import services as provider_services
+from tests.proxy.conftest import add_provider_key_async, bearer
+from tests.servers import free_port
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+HELLO = [{"role": "user", "content": "hi"}]
+# An Azure-style key: no sk- prefix, so only the gateway's own scrubbing can catch it.
+SECRET = "3f9c1e7a5b2d4c6e8f0a1b3c5d7e9f21"
+MODELS = {
+    "openai": "openai/gpt-4o-mini",
+    "azure_openai": "azure_openai/gpt-4o-mini",
+    "anthropic": "anthropic/claude-3-5-haiku",
+}
+
+
+async def entries() -> list[AuditEntry]:
+    assert outbox().flush()
+    return [entry async for entry in AuditEntry.objects.order_by("created_at")]
+
+
+async def chat(proxy, gateway_key, model: str, *, stream: bool = False):
+    body = {"model": model, "messages": HELLO, "stream": stream}
+    return await proxy.post("/v1/chat/completions", json=body, headers=bearer(gateway_key[1]))
+
+
+# --- Redirects ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("provider", list(MODELS))
+async def test_it_never_follows_an_upstream_redirect(
+    proxy, organization, gateway_key, make_upstream, records, provider, stream
+):
+    hijacked, elsewhere = make_upstream("hijacked"), make_upstream("elsewhere")
+    await add_provider_key_async(organization, hijacked, provider=provider, secret=SECRET)
+    hijacked.behave("redirect", to=elsewhere.base_url)
+
+    response = await chat(proxy, gateway_key, MODELS[provider], stream=stream)
+
+    assert response.status_code == 502, response.text
+    error = response.json()["error"]
+    assert error["code"] == "upstream_failed"
+    assert "redirect_refused" in error["message"]
+    assert [request.credential for request in hijacked.requests] == [SECRET]
+    assert elsewhere.requests == []  # neither the body nor the key header went there
+    [attempt] = records[0].attempts
+    assert (attempt.status, attempt.outcome) == (307, "upstream_error")
+    assert "redirect" in attempt.error
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+async def test_a_redirect_of_any_kind_fails_over_to_the_next_key(
+    proxy, organization, gateway_key, make_upstream, records, status
+):
+    hijacked, elsewhere, healthy = make_upstream("hijacked"), make_upstream("elsewhere"), make_upstream()
+    await add_provider_key_async(organization, hijacked, secret="sk-upstream-hijacked", weight=10)
+    await add_provider_key_async(organization, healthy, secret="sk-upstream-healthy", weight=1)
+    hijacked.behave("redirect", to=elsewhere.base_url, status=status)
+
+    response = await chat(proxy, gateway_key, "openai/gpt-4o-mini")
+
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["message"]["content"] == "Hello from upstream: hi"
+    assert elsewhere.requests == []
+    assert [(a.status, a.outcome) for a in records[0].attempts] == [(status, "upstream_error"), (200, "ok")]
+
+
+# --- Provider keys echoed by an upstream ----------------------------------------------------------
+
+ECHOES = {
+    "truncated like OpenAI": f"Incorrect API key provided: {SECRET[:6]}{'*' * 24}{SECRET[-4:]}.",
+    "shortened with dots": f"Incorrect API key provided: {SECRET[:6]}...{SECRET[-3:]}.",
+    "a run from the middle": f"The key {SECRET[4:20]} has been disabled.",
+    "inside a longer word": f"credential=xx{SECRET}yy is not valid",
+    "one character short": f"Unknown key {SECRET[:-1]}",
+}
+
+
+def echoed_part(message: str) -> str:
+    """The part of ``message`` that came from the key: the word that carries it."""
+    return next(word.strip(".") for word in message.split() if SECRET[-3:] in word or SECRET[4:12] in word)
+
+
+@pytest.mark.parametrize("status", [400, 401], ids=["refused-request", "failed-attempt"])
+@pytest.mark.parametrize("message", list(ECHOES.values()), ids=list(ECHOES))
+async def test_no_part_of_the_provider_key_reaches_the_client_or_the_audit_log(
+    proxy, organization, gateway_key, upstream, status, message
+):
+    await database_sync_to_async(organization_services.organization_update)(
+        organization=organization, log_bodies="full"
+    )
+    await add_provider_key_async(organization, upstream, secret=SECRET)
+    upstream.behave("status", status=status, message=message)
+    leaked = echoed_part(message)
+
+    response = await chat(proxy, gateway_key, "openai/gpt-4o-mini")
+
+    assert response.status_code == (400 if status == 400 else 502)
+    assert leaked not in response.text
+    assert "[provider key]" in response.text or status == 401  # a failed attempt's message stays out
+    [entry] = await entries()
+    stored = json.dumps(entry.attempts) + entry.response_body
+    assert "[provider key]" in stored
+    assert leaked not in stored
+    for start in range(len(SECRET) - 8):
+        assert SECRET[start : start + 8] not in response.text + stored
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_an_error_event_in_a_started_stream_never_carries_the_provider_key(
+    proxy, organization, gateway_key, upstream, provider
+):
+    await database_sync_to_async(organization_services.organization_update)(
+        organization=organization, log_bodies="full"
+    )
+    await add_provider_key_async(organization, upstream, provider=provider, secret=SECRET)
+    message = ECHOES["truncated like OpenAI"]
+    upstream.behave("error_event", after=1, message=message)
+
+    body = {"model": MODELS[provider], "messages": HELLO, "stream": True}
+    async with proxy.stream(
+        "POST", "/v1/chat/completions", json=body, headers=bearer(gateway_key[1])
+    ) as response:
+        text = (await response.aread()).decode()
+
+    assert response.status_code == 200
+    assert "Hello" in text and "[provider key]" in text
+    assert echoed_part(message) not in text
+    [entry] = await entries()
+    assert "[provider key]" in entry.response_body
+    assert echoed_part(message) not in entry.response_body
+
+
+# --- What a 502 tells the client -----------------------------------------------------------------
+
+
+async def test_a_502_names_the_failure_without_the_upstreams_address(
+    proxy, organization, gateway_key, records, caplog
+):
+    port = free_port()  # nothing listens there
+    await database_sync_to_async(provider_services.provider_key_create)(
+        organization=organization,
+        provider="openai",
+        secret=SECRET,
+        base_url=f"http://127.0.0.1:{port}/v1",
+        data_region="us",
+    )
+
+    with caplog.at_level(logging.WARNING, logger="apps.proxy"):
+        response = await chat(proxy, gateway_key, "openai/gpt-4o-mini")
+
+    assert response.status_code == 502
+    message = response.json()["error"]["message"]
+    assert "openai" in message
+    assert "1 attempt" in message
+    assert "connection_error" in message
+    assert "127.0.0.1" not in response.text
+    assert str(port) not in response.text
+    [attempt] = records[0].attempts
+    assert f"127.0.0.1:{port}" in attempt.error  # the detail stays with the operator
+    assert f"127.0.0.1:{port}" in caplog.text
+    assert SECRET not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "category"),
+    [
+        ({"mode": "status", "status": 503, "message": "overloaded at 10.1.2.3:8000"}, "upstream_status_503"),
+        ({"mode": "invalid_json"}, "invalid_response"),
+        ({"mode": "drop_connection"}, "connection_error"),
+    ],
+)
+async def test_a_502_gives_the_category_of_the_last_failure(
+    proxy, organization, gateway_key, upstream, behaviour, category
+):
+    await add_provider_key_async(organization, upstream, secret=SECRET)
+    upstream.behave(**behaviour)
+
+    response = await chat(proxy, gateway_key, "openai/gpt-4o-mini")
+
+    assert response.status_code == 502
+    message = response.json()["error"]["message"]
+    assert category in message
+    assert "10.1.2.3" not in message
+    assert upstream.base_url.split(":")[-1] not in message

@@ -20,7 +20,7 @@ class NestedTooDeeply(InvalidRequest):
     code = "invalid_json"
 
     def __init__(self) -> None:
-        super().__init__("The request body is nested too deeply.", headers={"x-should-retry": "false"})
+        super().__init__("The request body is nested too deeply.")
 
 
 @dataclass(slots=True)

@@ -33,7 +33,10 @@ def _account_key(username: str) -> str:
 
 def _keys(username: str, client_ip: str) -> list[tuple[str, int]]:
     limit = settings.GATEWAY_LOGIN_FAILURE_LIMIT
-    return [(_account_key(username), limit), (f"login-failures:ip:{client_ip}", limit * 4)]
+    keys = [(_account_key(username), limit)]
+    if client_ip:  # without a request (a shell, a script) there is no address to hold to account
+        keys.append((f"login-failures:ip:{client_ip}", limit * 4))
+    return keys
 
 
 def locked_out(*, username: str, client_ip: str) -> bool:

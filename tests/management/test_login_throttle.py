@@ -3,6 +3,7 @@ console's login page lock out the same account (and address), whichever path the
 
 import pytest
 from django.conf import settings
+from django.contrib.auth import authenticate
 from django.test import Client
 
 from tests.factories import PASSWORD, MembershipFactory, UserFactory
@@ -104,3 +105,15 @@ def test_a_successful_sign_in_on_either_path_clears_the_accounts_failures(staff,
         api_login(api_client, staff.email, WRONG)
 
     assert admin_login(Client(), staff.email, PASSWORD).status_code == 302
+
+
+def test_sign_ins_without_a_request_count_against_the_account_but_share_no_address(staff, api_client):
+    for i in range(settings.GATEWAY_LOGIN_FAILURE_LIMIT * 4):
+        assert authenticate(username=f"guess-{i}@example.com", password=WRONG) is None
+    assert authenticate(username=staff.email, password=PASSWORD) == staff
+
+    for _ in range(settings.GATEWAY_LOGIN_FAILURE_LIMIT):
+        authenticate(username=staff.email, password=WRONG)
+
+    assert authenticate(username=staff.email, password=PASSWORD) is None
+    assert_error(api_login(api_client, staff.email), 429, "too_many_login_attempts")

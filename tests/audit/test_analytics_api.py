@@ -383,6 +383,46 @@ def test_it_rejects_bad_query_parameters_naming_the_field(session_client, url, p
     assert field in error["fields"], error
 
 
+@pytest.mark.parametrize("url", [LOGS, OVERVIEW, CACHE, POLICY])
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        # Each once reached the database (or int()) and answered 500.
+        ({"model": "fast\x00"}, "model"),
+        ({"model": "fast\x1b[2J"}, "model"),
+        ({"provider": "openai\x7f"}, "provider"),
+        ({"from": "2026-11-20\x00"}, "from"),
+        ({"from": "2026-11-20", "to": "2026-11-21T00:00:00." + "0" * 100 + "Z"}, "to"),
+        ({"from": "9999-12-31T23:59:59-01:00"}, "from"),
+        ({"from": "0001-01-01T00:00:00+15:00", "to": "2026-11-21"}, "from"),
+        ({"from": "\uff12\uff10\uff12\uff16-11-20"}, "from"),
+        ({"team": "\x00"}, "team"),
+        ({"api_key": "{" * 40}, "api_key"),
+    ],
+)
+def test_it_refuses_control_characters_and_dates_a_datetime_cannot_hold(session_client, url, params, field):
+    error = assert_error(session_client.get(url, params), 400, "validation_error")
+
+    assert list(error["fields"]) == [field]
+
+
+@pytest.mark.parametrize("status", ["\u00b2\u00b2\u00b2", "\u0664\u0660\u0664", "4\u00b204"])
+def test_a_status_in_digits_other_than_ascii_is_refused_not_a_server_error(session_client, status):
+    error = assert_error(session_client.get(LOGS, {"status": status}), 400, "validation_error")
+
+    assert list(error["fields"]) == ["status"]
+
+
+def test_the_widest_range_dates_can_name_is_read(session_client, make_entry):
+    entry = make_entry()
+
+    response = session_client.get(LOGS, {"from": "0001-01-01", "to": "9999-12-31T23:59:59.999999Z"})
+    overview = session_client.get(OVERVIEW, {"from": "0001-01-01", "group_by": "day"})
+
+    assert log_ids(response) == ids(entry)
+    assert overview.json()["totals"]["requests"] == 1
+
+
 def test_an_empty_parameter_is_the_same_as_none(session_client, make_entry):
     entry = make_entry()
 

@@ -11,6 +11,21 @@ from apps.audit.models import AuditEntry
 # Query parameters ---------------------------------------------------------------------------------
 
 _STATUS_CLASS = re.compile(r"^([1-5])xx$")
+# ASCII digits only: str.isdigit() also takes "²" or Arabic-Indic digits, which int() refuses.
+_STATUS_CODE = re.compile(r"^[1-5][0-9]{2}$", re.ASCII)
+
+
+def _no_control_characters(value: str) -> None:
+    if periods.CONTROL_CHARACTERS.search(value):
+        raise serializers.ValidationError("Control characters (such as NUL) are not allowed.")
+
+
+class QueryTextField(serializers.CharField):
+    """A text query parameter: bounded, and refused (400) with a control character in it."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.validators.append(_no_control_characters)
 
 
 class StatusFilterField(serializers.CharField):
@@ -28,7 +43,7 @@ class StatusFilterField(serializers.CharField):
         if match := _STATUS_CLASS.match(text):
             low = int(match.group(1)) * 100
             return (low, low + 100)
-        if text.isdigit() and len(text) == 3 and 100 <= int(text) <= 599:
+        if _STATUS_CODE.match(text):
             return (int(text), int(text) + 1)
         self.fail("invalid_status")
 
@@ -47,16 +62,22 @@ class AnalyticsQuerySerializer(serializers.Serializer):
     )
     team = serializers.UUIDField(required=False, source="team_id")
     api_key = serializers.UUIDField(required=False, source="api_key_id")
-    model = serializers.CharField(required=False, max_length=200, help_text="Requested alias or model used.")
-    provider = serializers.CharField(required=False, max_length=32)
+    model = QueryTextField(required=False, max_length=200, help_text="Requested alias or model used.")
+    provider = QueryTextField(required=False, max_length=32)
 
     def get_fields(self):
         fields = super().get_fields()
         # Not declarable as attributes: "from" is a Python keyword.
-        fields["from"] = serializers.CharField(
-            required=False, help_text="Start, inclusive: RFC 3339 or a date."
+        fields["from"] = QueryTextField(
+            required=False,
+            max_length=periods.INSTANT_MAX_LENGTH,
+            help_text="Start, inclusive: RFC 3339 or a date.",
         )
-        fields["to"] = serializers.CharField(required=False, help_text="End, exclusive: RFC 3339 or a date.")
+        fields["to"] = QueryTextField(
+            required=False,
+            max_length=periods.INSTANT_MAX_LENGTH,
+            help_text="End, exclusive: RFC 3339 or a date.",
+        )
         return fields
 
     def to_internal_value(self, data):

@@ -6,8 +6,6 @@ the listener here only puts it in the outbox (apps/outbox), whose writer thread 
 """
 
 import time
-from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -141,12 +139,7 @@ def _insert(payloads: list[dict[str, Any]]) -> None:
         for field in fields
     ]
     rows = []
-    for number, payload in enumerate(payloads):
-        values = {
-            **payload,
-            "created_at": datetime.fromisoformat(payload["created_at"]),
-            "cost_usd": Decimal(payload["cost_usd"]),
-        }
+    for number, values in enumerate(payloads):  # entry_values: created_at and cost_usd as objects
         rows.append(
             [
                 values[name] if convert is None else convert(values[name], database)

@@ -3,6 +3,7 @@ shape under /api/ (and as Django's plain pages elsewhere)."""
 
 from django.http import JsonResponse
 from django.views import defaults
+from django.views.decorators.csrf import csrf_exempt
 
 from apps.core.api.exceptions import json_error_response
 
@@ -11,6 +12,9 @@ def _is_api(request) -> bool:
     return request.path.startswith("/api/")
 
 
+# Bearer tokens, not cookies, authenticate under /api/: an unknown path answers the JSON 404 for
+# every method, never Django's HTML CSRF page.
+@csrf_exempt
 def api_not_found(request, *args, **kwargs) -> JsonResponse:
     return json_error_response(404, "not_found_error", "not_found", f"No endpoint at {request.path}.")
 

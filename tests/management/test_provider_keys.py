@@ -445,6 +445,8 @@ def test_a_key_can_be_drained_with_weight_zero(session_client, provider_key):
         ({"data_region": None}, "data_region"),
         ({"base_url": "http://169.254.169.254/"}, "base_url"),
         ({"is_active": "perhaps"}, "is_active"),
+        ({"is_active": 0}, "is_active"),
+        ({"supports_stream_usage": 1}, "supports_stream_usage"),
     ],
 )
 def test_it_rejects_a_bad_change_and_keeps_the_key(session_client, provider_key, changes, field):

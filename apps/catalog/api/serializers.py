@@ -4,7 +4,7 @@ from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from apps.catalog.models import Deployment, ModelAlias, ModelPrice
-from apps.core.api.fields import StrictCharField
+from apps.core.api.fields import InstantField, PriceField, StrictBooleanField, StrictCharField
 from apps.providers.models import Provider
 
 ALIAS_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@\-]{0,199}$"
@@ -36,6 +36,7 @@ class ModelAliasSerializer(serializers.ModelSerializer):
     description = StrictCharField(max_length=500, required=False, allow_blank=True)
     deployments = DeploymentSerializer(many=True)
     fallbacks = serializers.ListField(child=alias_field(), required=False, max_length=10)
+    is_active = StrictBooleanField(required=False)
 
     class Meta:
         model = ModelAlias
@@ -87,14 +88,11 @@ class ModelAliasSerializer(serializers.ModelSerializer):
 class ModelPriceSerializer(serializers.ModelSerializer):
     provider = serializers.ChoiceField(choices=Provider.choices)
     model = StrictCharField(max_length=200)
-    input_per_mtok = serializers.DecimalField(max_digits=14, decimal_places=6, min_value=0)
-    output_per_mtok = serializers.DecimalField(max_digits=14, decimal_places=6, min_value=0)
-    cached_input_per_mtok = serializers.DecimalField(
-        max_digits=14, decimal_places=6, min_value=0, required=False, allow_null=True
-    )
-    reasoning_per_mtok = serializers.DecimalField(
-        max_digits=14, decimal_places=6, min_value=0, required=False, allow_null=True
-    )
+    input_per_mtok = PriceField()
+    output_per_mtok = PriceField()
+    cached_input_per_mtok = PriceField(required=False, allow_null=True)
+    reasoning_per_mtok = PriceField(required=False, allow_null=True)
+    effective_from = InstantField()
 
     class Meta:
         model = ModelPrice

@@ -17,6 +17,8 @@ class ModelAliasViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Organi
     queryset = ModelAlias.objects.prefetch_related("deployments")
     serializer_class = ModelAliasSerializer
     http_method_names = ["get", "post", "patch", "delete", "options"]
+    # An alias taken; an alias another falls back to cannot be deleted.
+    error_statuses = {"create": (409,), "partial_update": (409,), "destroy": (409,)}
 
     def create(self, request):
         serializer = self.get_serializer(data=request.data)
@@ -42,6 +44,7 @@ class ModelPriceViewSet(mixins.ListModelMixin, OrganizationScopedViewSet):
     queryset = ModelPrice.objects.all()
     serializer_class = ModelPriceSerializer
     ordering = "-created_at"
+    error_statuses = {"create": (409,)}  # a version with the same effective_from exists
 
     def create(self, request):
         serializer = self.get_serializer(data=request.data)

@@ -1,5 +1,7 @@
 import re
+from datetime import UTC
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 REGION_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
@@ -9,7 +11,7 @@ class DataRegionsField(serializers.ListField):
     """A list of data-region labels (``us``, ``eu``, ``us-east`` ...); empty means unrestricted."""
 
     def __init__(self, **kwargs):
-        kwargs.setdefault("child", serializers.RegexField(REGION_PATTERN, max_length=32))
+        kwargs.setdefault("child", StrictRegexField(REGION_PATTERN, max_length=32))
         kwargs.setdefault("max_length", 50)
         kwargs.setdefault("allow_empty", True)
         super().__init__(**kwargs)
@@ -27,3 +29,61 @@ class StrictCharField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("not_a_string")
         return super().to_internal_value(data)
+
+
+class StrictRegexField(serializers.RegexField):
+    """A pattern-checked string: ``0`` is not the region "0"."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            raise serializers.ValidationError(StrictCharField.default_error_messages["not_a_string"])
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """JSON ``true`` or ``false`` only: DRF would also take 0, 1, "yes" and "off"."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+class StrictSlugField(serializers.SlugField):
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            raise serializers.ValidationError(StrictCharField.default_error_messages["not_a_string"])
+        return super().to_internal_value(data)
+
+
+PRICE_PATTERN = re.compile(r"^[0-9]{1,8}(\.[0-9]{1,6})?$")
+
+
+@extend_schema_field(
+    {"type": "string", "format": "decimal", "pattern": PRICE_PATTERN.pattern, "example": "0.15"}
+)
+class PriceField(serializers.DecimalField):
+    """US dollars per million tokens, as a decimal string ("2.50"): never a float."""
+
+    def __init__(self, **kwargs):
+        super().__init__(max_digits=14, decimal_places=6, min_value=0, **kwargs)
+
+    def validate_empty_values(self, data):
+        if data == "":  # DRF would read it as null
+            raise serializers.ValidationError('A decimal string, such as "2.50", or null.')
+        return super().validate_empty_values(data)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str) or not PRICE_PATTERN.fullmatch(data):
+            raise serializers.ValidationError('A decimal string of at most 6 decimal places, such as "2.50".')
+        return super().to_internal_value(data)
+
+
+class InstantField(serializers.DateTimeField):
+    """RFC 3339 in UTC with a four-digit year: DATETIME_FORMAT's strftime writes the year 384 as
+    "384", which no RFC 3339 parser reads. For instants a client chooses (prices' effective_from)."""
+
+    def to_representation(self, value):
+        if not value:
+            return None
+        return value.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -1,7 +1,9 @@
 from django.core.validators import RegexValidator
+from drf_spectacular.extensions import OpenApiSerializerExtension
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from apps.core.api.fields import REGION_PATTERN, StrictCharField
+from apps.core.api.fields import REGION_PATTERN, StrictBooleanField, StrictCharField
 from apps.core.errors import InvalidRequest
 from apps.providers.addresses import check_upstream_url
 from apps.providers.models import Provider, ProviderKey, missing_settings
@@ -9,10 +11,39 @@ from apps.providers.models import Provider, ProviderKey, missing_settings
 REGION_MESSAGE = "A region label: lower-case letters, digits and '-' (us, eu, us-east)."
 
 
+@extend_schema_field(
+    {
+        "type": "string",
+        "format": "upstream-url",
+        "minLength": 1,  # the empty string is its own case
+        "maxLength": 500,
+        "description": "Empty for the provider's default address, or an http(s) URL with a host and no "
+        "credentials, query or fragment. A host that does not resolve, or resolves to a refused "
+        "address (link-local, metadata, private unless allowed), is a 400.",
+    }
+)
+class UpstreamUrlField(StrictCharField):
+    def __init__(self, **kwargs):
+        kwargs.setdefault("max_length", 500)
+        kwargs.setdefault("allow_blank", True)
+        kwargs.setdefault("trim_whitespace", False)  # " https://..." is not a URL, and not quietly one
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data) -> str:
+        value = super().to_internal_value(data)
+        if not value:
+            return value
+        try:
+            return check_upstream_url(value)
+        except InvalidRequest as error:
+            raise serializers.ValidationError(error.message) from error
+
+
 class ProviderKeySerializer(serializers.ModelSerializer):
     """What the API shows of a provider key: never the secret, only its last four characters."""
 
     key_hint = serializers.SerializerMethodField()
+    base_url = UpstreamUrlField(read_only=True)
 
     class Meta:
         model = ProviderKey
@@ -56,22 +87,14 @@ class _ProviderKeyFields(serializers.Serializer):
     name = StrictCharField(max_length=200, required=False, allow_blank=True)
     weight = WeightField(min_value=0, max_value=1_000_000, required=False)
     data_region = region_field()
-    base_url = StrictCharField(max_length=500, required=False, allow_blank=True)
+    base_url = UpstreamUrlField(required=False)
     api_version = StrictCharField(
         max_length=32,
         required=False,
         allow_blank=True,
         validators=[RegexValidator(r"^[0-9a-zA-Z.\-]+$", "Letters, digits, '.' and '-' (2024-10-21).")],
     )
-    supports_stream_usage = serializers.BooleanField(required=False)
-
-    def validate_base_url(self, value: str) -> str:
-        if not value:
-            return value
-        try:
-            return check_upstream_url(value)
-        except InvalidRequest as error:
-            raise serializers.ValidationError(error.message) from error
+    supports_stream_usage = StrictBooleanField(required=False)
 
 
 def secret_field(**kwargs) -> StrictCharField:
@@ -97,7 +120,7 @@ class ProviderKeyUpdateSerializer(_ProviderKeyFields):
     provider is another key."""
 
     data_region = region_field(required=False)
-    is_active = serializers.BooleanField(required=False)
+    is_active = StrictBooleanField(required=False)
     key = secret_field(required=False, help_text="Required with base_url: the secret for the new address.")
 
     def validate(self, attrs):
@@ -124,3 +147,18 @@ class ProviderKeyUpdateSerializer(_ProviderKeyFields):
 
 class ProviderKeyRotateSerializer(serializers.Serializer):
     key = secret_field()
+
+
+class ProviderKeyUpdateSchema(OpenApiSerializerExtension):
+    """States the PATCH's one rule between fields: ``base_url`` and ``key`` come together or not at
+    all (OpenAPI 3.0 has no ``dependentRequired``; ``not``/``anyOf`` say the same)."""
+
+    target_class = ProviderKeyUpdateSerializer
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        schema["allOf"] = [
+            {"anyOf": [{"not": {"required": ["base_url"]}}, {"required": ["key"]}]},
+            {"anyOf": [{"not": {"required": ["key"]}}, {"required": ["base_url"]}]},
+        ]
+        return schema

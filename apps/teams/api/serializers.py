@@ -1,12 +1,12 @@
 from rest_framework import serializers
 
-from apps.core.api.fields import DataRegionsField, StrictCharField
+from apps.core.api.fields import DataRegionsField, StrictCharField, StrictSlugField
 from apps.teams.models import Team
 
 
 class TeamSerializer(serializers.ModelSerializer):
     name = StrictCharField(max_length=200)
-    slug = serializers.SlugField(max_length=80, required=False)
+    slug = StrictSlugField(max_length=80, required=False)
     allowed_data_regions = DataRegionsField(required=False)
 
     class Meta:

@@ -12,6 +12,8 @@ class TeamViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Organization
     queryset = Team.objects.all()
     serializer_class = TeamSerializer
     http_method_names = ["get", "post", "patch", "delete", "options"]
+    # A slug taken; a team that still has active keys cannot be deleted.
+    error_statuses = {"create": (409,), "partial_update": (409,), "destroy": (409,)}
 
     def create(self, request):
         serializer = self.get_serializer(data=request.data)

@@ -1,0 +1,151 @@
+"""schemathesis against the management API's own OpenAPI document (/api/v1/schema).
+
+Every operation, signed in as the owner of an organization that has a team, an API key, a provider
+key, a model alias and a price (so id paths have something to find; other ids answer 404), with
+every schemathesis check: no server error, status codes, content types, response headers and
+bodies as documented, schema-violating requests refused, schema-valid ones accepted, methods not
+documented answered 405, authentication not ignored, deleted objects gone. Examples are bounded
+and derandomized, so a CI run is reproducible and takes well under a minute.
+
+The requests go through Django's WSGI application on the test database, the full middleware and
+DRF stack that Daphne serves.
+"""
+
+import pytest
+import schemathesis
+from django.core.signals import request_finished, request_started
+from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from schemathesis.config import SchemathesisConfig
+
+from tests.conftest import login
+from tests.factories import (
+    DeploymentFactory,
+    ModelAliasFactory,
+    ModelPriceFactory,
+    TeamFactory,
+    create_api_key,
+    create_provider_key,
+)
+
+CHECKS = (
+    "not_a_server_error",
+    "status_code_conformance",
+    "content_type_conformance",
+    "response_headers_conformance",
+    "response_schema_conformance",
+    "negative_data_rejection",
+    "positive_data_acceptance",
+    "missing_required_header",
+    "unsupported_method",
+    "allow_header_conformance",
+    "use_after_free",
+    "ensure_resource_availability",
+    "ignored_auth",
+)
+
+# Rules a schema cannot state: a field another one requires (a provider that has no default address),
+# a reference to
+# an object that does not exist (a team id, a fallback alias), and the analytics range rules
+# ("period" or "from"/"to", "from" before "to", a range required for the compliance export). There
+# the API answers 400 validation_error naming the field, which schemathesis documents as the
+# way to allow such a rejection for one operation (`st explain ST202`).
+REFERENCES_OR_RANGE_RULES = (
+    "POST /api/v1/provider-keys",  # azure_openai and openai_compatible need base_url (Azure: api_version)
+    "POST /api/v1/api-keys",
+    "POST /api/v1/models",
+    "PATCH /api/v1/models/{id}",
+    "POST /api/v1/analytics/reconcile",
+    "GET /api/v1/analytics/logs",
+    "GET /api/v1/analytics/overview",
+    "GET /api/v1/analytics/cache",
+    "GET /api/v1/analytics/policy",
+    "GET /api/v1/analytics/compliance/export",
+    "GET /api/v1/analytics/policy/export",
+)
+POSITIVE_STATUSES = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
+# Left to the analytics owner (issue 8): these take an empty query parameter (`to=`) as absent
+# while the schema, from their serializers, says a value needs at least one character. Either the
+# serializers declare allow_blank or the API refuses empties; until then this one check is off for
+# these four operations only.
+EMPTY_QUERY_VALUES_ACCEPTED = (
+    "GET /api/v1/analytics/logs",
+    "GET /api/v1/analytics/overview",
+    "GET /api/v1/analytics/cache",
+    "GET /api/v1/analytics/policy",
+)
+
+CONFIG = SchemathesisConfig.from_dict(
+    {
+        "generation": {"max-examples": 12, "deterministic": True},
+        "checks": {name: {"enabled": True} for name in CHECKS},
+        "operations": [
+            {
+                "include-name": name,
+                "checks": {"positive_data_acceptance": {"expected-statuses": [*POSITIVE_STATUSES, "400"]}},
+            }
+            for name in REFERENCES_OR_RANGE_RULES
+        ]
+        + [
+            {"include-name": name, "checks": {"negative_data_rejection": {"enabled": False}}}
+            for name in EMPTY_QUERY_VALUES_ACCEPTED
+        ],
+    }
+)
+
+# A base URL the API accepts resolves to a public address; a generated host name would not resolve
+# here (no DNS in the suite), so valid ones are drawn with address literals.
+schemathesis.openapi.format(
+    "upstream-url",
+    st.builds(
+        lambda scheme, address, path: f"{scheme}://{address}{path}",
+        st.sampled_from(["http", "https"]),
+        st.sampled_from(["8.8.8.8", "1.1.1.1", "[2001:4860:4860::8888]", "8.8.4.4:8443"]),
+        st.sampled_from(["", "/v1", "/openai/deployments"]),
+    ),
+)
+
+
+# Loaded when the module is collected: generating the document reads no database.
+schema = schemathesis.openapi.from_wsgi("/api/v1/schema?format=json", get_wsgi_application(), config=CONFIG)
+
+
+@pytest.fixture
+def _keep_the_test_connection(owner_token):
+    """As Django's test client does (and undoes after each of its own requests, so this comes after
+    the sign-in): the WSGI handler would otherwise close the connection that holds the test's
+    transaction at the end of each request."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def owner_token(owner, api_client) -> str:
+    organization = owner.organization
+    TeamFactory(organization=organization)
+    create_api_key(organization)
+    create_provider_key(organization)
+    DeploymentFactory(alias=ModelAliasFactory(organization=organization))
+    ModelPriceFactory(organization=organization)
+    return login(api_client, owner.user.email)["access"]
+
+
+@pytest.mark.django_db
+@schema.parametrize()
+@settings(
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+    ],
+)
+def test_the_management_api_answers_as_its_schema_says(case, owner_token, _keep_the_test_connection):
+    case.call_and_validate(headers={"Authorization": f"Bearer {owner_token}"})

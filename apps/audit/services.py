@@ -15,7 +15,7 @@ from apps.outbox.outbox import outbox
 
 from .entry_values import entry_values
 from .models import AuditEntry
-from .redaction import kept_body
+from .redaction import kept_body, mask_secrets
 from .rollups import secondary_update
 
 KIND = "audit"
@@ -69,7 +69,8 @@ def entry_payload(record) -> dict[str, Any]:
                 "status": a.status,
                 "outcome": a.outcome,
                 "latency_ms": a.latency_ms,
-                "error": a.error,
+                # An upstream's error may quote a credential (its own key, or one a client sent).
+                "error": mask_secrets(a.error) if a.error else a.error,
             }
             for a in record.attempts
         ],

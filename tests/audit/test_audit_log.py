@@ -167,6 +167,22 @@ async def test_gateway_keys_of_a_custom_prefix_are_masked_in_bodies(proxy, route
     assert "say hi" in entry.request_body
 
 
+async def test_credentials_an_upstream_echoes_in_its_error_are_masked_in_the_attempts(
+    proxy, routed, gateway_key
+):
+    echoed = "sk-proj-" + "Q" * 40
+    routed.behave("status", status=401, message=f"Incorrect API key provided: {echoed}.")
+
+    await proxy.post(
+        "/v1/chat/completions", json={"model": "fast", "messages": HELLO}, headers=bearer(gateway_key[1])
+    )
+
+    [entry] = await entries()
+    [attempt] = entry.attempts
+    assert "Incorrect API key provided" in attempt["error"]
+    assert "QQQQ" not in json.dumps(entry.attempts)
+
+
 async def test_embeddings_leave_an_entry_too(proxy, routed, gateway_key):
     response = await proxy.post(
         "/v1/embeddings",

@@ -61,6 +61,34 @@ def test_spool_files_and_their_directory_are_private(tmp_path):
         box.close()
 
 
+def test_a_replay_while_the_database_is_down_touches_nothing(probed, tmp_path):
+    from apps.outbox.outbox import DatabaseUnavailable
+
+    box, database = probed
+    box.spool.dead_letter([("row", {"id": "1"})])
+    database.up = False
+
+    with pytest.raises(DatabaseUnavailable):
+        box.replay_dead_letters()
+
+    dead = tmp_path / "spool" / "dead-letter.jsonl.failed"
+    assert [item["id"] for _, item in box.spool.read_dead_letters(dead)] == ["1"]
+
+
+def test_a_replay_takes_up_a_file_claimed_by_a_replay_that_died(probed, tmp_path):
+    box, database = probed
+    box.spool.dead_letter([("row", {"id": "1"}), ("row", {"id": "2", "poison": True})])
+    dead = tmp_path / "spool" / "dead-letter.jsonl.failed"
+    dead_pid = 2**22 + 17  # above any pid_max default: no such process
+    dead.rename(dead.with_name(f"{dead.name}.replaying-{dead_pid}-1"))
+
+    report = box.replay_dead_letters()
+
+    assert (report.replayed, report.kept) == (1, 1)
+    assert set(database.rows) == {"1"}
+    assert [path.name for path in (tmp_path / "spool").iterdir()] == [dead.name]
+
+
 # --- manage.py outbox_replay, against the real audit writer ---------------------------------------
 
 

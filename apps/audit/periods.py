@@ -29,7 +29,8 @@ _TIMESTAMP = re.compile(
 # An unencoded "+" in a query string arrives as a space: "...T10:00:00 01:00".
 _SPACE_FOR_PLUS = re.compile(r"(T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?) (\d{2}:\d{2})$", re.IGNORECASE | re.ASCII)
 # C0 and C1 controls and DEL: never part of a name, a date or an id.
-CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+CONTROL_CHARACTER_RANGE = r"\x00-\x1f\x7f-\x9f"
+CONTROL_CHARACTERS = re.compile(f"[{CONTROL_CHARACTER_RANGE}]")
 # Longer than any timestamp or period this module parses.
 INSTANT_MAX_LENGTH = 64
 

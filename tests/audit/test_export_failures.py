@@ -11,6 +11,7 @@ table (a migration, a ``VACUUM FULL``), and the gateway's statements give up aft
 import asyncio
 import json
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 
 import httpx
@@ -20,7 +21,7 @@ from django.db import connection, transaction
 
 from apps.audit.models import AuditEntry
 from tests import servers
-from tests.audit.entries import AuditEntryFactory
+from tests.audit.entries import AuditEntryFactory, bulk_entries
 from tests.factories import PASSWORD
 from tests.proxy.conftest import add_alias, add_provider_key
 
@@ -131,3 +132,28 @@ def test_fifty_exports_that_fail_midway_end_cleanly_and_the_gateway_still_answer
     assert server_log.count("export of organization") == FAILING_EXPORTS
     for secret in (token, api_key, PROVIDER_SECRET, "\x00x"):
         assert secret not in server_log
+
+
+def test_exports_the_client_abandons_midway_give_their_connections_back(gateway, owner, tmp_path):
+    """A client that drops the download cancels the export between two database chunks: its
+    server-side cursor is closed and its connection returned, and nothing is logged as an error."""
+    bulk_entries(
+        owner.organization, [datetime(2025, 3, 1, tzinfo=UTC) + timedelta(seconds=s) for s in range(6000)]
+    )
+    _, session = sign_in(gateway, owner.user.email)
+
+    for _ in range(POOL_SIZE * 4):
+        with httpx.stream(
+            "GET", f"{gateway}{COMPLIANCE}", params=YEAR, headers=session, timeout=15
+        ) as response:
+            assert response.status_code == 200
+            next(response.iter_bytes())  # the header block, then the client goes away
+
+    for _ in range(POOL_SIZE * 3):
+        assert httpx.get(f"{gateway}/api/v1/api-keys", headers=session, timeout=10).status_code == 200
+    complete = httpx.get(
+        f"{gateway}{COMPLIANCE}", params={**YEAR, "export_format": "jsonl"}, headers=session, timeout=30
+    )
+    assert json.loads(complete.text.splitlines()[-1]) == {"type": "export_end", "rows": 6001}
+    [log] = tmp_path.glob("daphne-*.log")
+    assert " ERROR " not in log.read_text()

@@ -47,8 +47,8 @@ def owner(owner):
 def gateway(tmp_path, owner, upstream):
     if connection.vendor != "postgresql":
         pytest.skip(
-            "needs PostgreSQL: the failure is forced with its lock_timeout, and the pool an export "
-            "could drain is psycopg's (SQLite has no connection pool)"
+            "needs PostgreSQL: these tests are about psycopg's connection pool (SQLite has none), "
+            "and the failure is forced with PostgreSQL's lock_timeout"
         )
     organization = owner.organization
     add_provider_key(organization, upstream, secret=PROVIDER_SECRET)

@@ -10,7 +10,11 @@ from apps.audit import exports, periods
 from apps.core.api.schema import ERROR_DESCRIPTIONS
 
 _ERROR = {"$ref": "#/components/schemas/Error"}
-_PRINTABLE_NOT_BLANK = r"^[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
+# The exports refuse C0 and C1 controls and DEL (periods.CONTROL_CHARACTER_RANGE): the schema says the same.
+_C = periods.CONTROL_CHARACTER_RANGE
+_PRINTABLE = rf"^[^{_C}]*$"
+_PRINTABLE_NOT_BLANK = rf"^[^{_C}]*[^\s{_C}][^{_C}]*$"
+_RANGE_TEXT = {"type": "string", "maxLength": 64, "pattern": _PRINTABLE}
 
 
 def _parameter(name: str, schema: dict, description: str) -> dict:
@@ -19,8 +23,8 @@ def _parameter(name: str, schema: dict, description: str) -> dict:
 
 def _range_parameters(*, default: str) -> list[dict]:
     return [
-        _parameter("from", {"type": "string"}, "Start, inclusive: an RFC 3339 timestamp or a date (UTC)."),
-        _parameter("to", {"type": "string"}, "End, exclusive; needs `from`. Default: now."),
+        _parameter("from", _RANGE_TEXT, "Start, inclusive: an RFC 3339 timestamp or a date (UTC)."),
+        _parameter("to", _RANGE_TEXT, "End, exclusive; needs `from`. Default: now."),
         _parameter(
             "period",
             {"type": "string", "enum": list(periods.PERIODS)},

@@ -58,6 +58,7 @@ class AnalyticsQuerySerializer(serializers.Serializer):
     applies; the log has none and is then read whole."""
 
     default_period: str | None = "24h"
+    empty_values_are_absent = True  # see to_internal_value; the schema says so (allowEmptyValue)
 
     period = serializers.ChoiceField(
         choices=periods.PERIODS, required=False, help_text="A period ending now; excludes from/to."

@@ -76,6 +76,21 @@ class ManagementAutoSchema(AutoSchema):
             blank_allowed = field.allow_blank or not field.trim_whitespace
             schema["pattern"] = _NO_NUL if blank_allowed else _NOT_BLANK
 
+    def get_operation(self, path, path_regex, path_prefix, method, registry):
+        operation = super().get_operation(path, path_regex, path_prefix, method, registry)
+        # Filters of a query serializer that reads an empty value as none (``?team=&model=``, as a
+        # filter form submits them) say so, or a client generator would refuse to send them.
+        empty_allowed = {
+            name
+            for parameter in self.get_override_parameters()
+            if getattr(parameter, "empty_values_are_absent", False)
+            for name in parameter().fields
+        }
+        for parameter in (operation or {}).get("parameters", ()):
+            if parameter["in"] == "query" and parameter["name"] in empty_allowed:
+                parameter["allowEmptyValue"] = True
+        return operation
+
     def _get_response_bodies(self, direction="response"):
         responses = super()._get_response_bodies(direction)
         if direction != "response":

@@ -1,7 +1,44 @@
+"""Reads of the model catalog and its prices."""
+
+from dataclasses import dataclass
 from datetime import datetime
 
-from .models import ModelPrice
+from .models import ModelAlias, ModelPrice
 from .pricing import Price, in_force, shipped_price
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentSnapshot:
+    provider: str
+    upstream_model: str
+
+
+@dataclass(frozen=True, slots=True)
+class AliasSnapshot:
+    """An active alias as the proxy holds it: plain data, its deployments in priority order."""
+
+    alias: str
+    deployments: tuple[DeploymentSnapshot, ...]
+    fallbacks: tuple[str, ...]
+    created: int  # unix seconds, for /v1/models
+
+
+def active_alias_snapshots(organization_id) -> tuple[AliasSnapshot, ...]:
+    """The organization's active aliases (two queries: the aliases, then their deployments)."""
+    return tuple(
+        AliasSnapshot(
+            alias=alias.alias,
+            deployments=tuple(
+                DeploymentSnapshot(provider=d.provider, upstream_model=d.upstream_model)
+                for d in alias.deployments.all()
+            ),
+            fallbacks=tuple(alias.fallbacks or ()),
+            created=int(alias.created_at.timestamp()),
+        )
+        for alias in ModelAlias.objects.filter(
+            organization_id=organization_id, is_active=True
+        ).prefetch_related("deployments")
+    )
 
 
 def price_versions(organization_id) -> dict[tuple[str, str], list[Price]]:

@@ -2,77 +2,52 @@
 
 It skips Django's middleware and URL resolver (about 3.5 ms a request here, see
 docs/benchmarks.md) and runs a short pipeline of its own: read the request, authenticate the API
-key, check the route's permission, load the organization's configuration from memory, call the
-view (pipeline.py), send the answer with the gateway headers, then hand the request's record to
-the audit log. Errors of any kind leave in OpenAI's shape.
+key, check the route's permission, load the organization's configuration from memory, run the
+endpoint through the pipeline (pipeline.py), send the answer with the gateway headers, then hand
+the request's record to the audit log. Errors of any kind leave in OpenAI's shape (errors.py).
 """
 
 import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import quote
 
 from django.conf import settings
 from django.utils import timezone
 
-from apps.core.brand import header
+from apps.core.brand import header_names
 from apps.core.errors import GatewayError, MethodNotAllowed, NotFound
 
-from . import views
+from . import endpoints, pipeline
 from .auth import authenticate, require_permission
 from .config import config_store
-from .errors import error_response_parts
+from .endpoints import Endpoint
+from .errors import InternalError, error_response_parts
 from .http import ProxyRequest, ProxyResponse, ProxyStream, decode_headers, read_body
 from .key_usage import key_usage
 from .records import RequestRecord, emit
 
 logger = logging.getLogger(__name__)
 
-View = Callable[[ProxyRequest], Awaitable[ProxyResponse | ProxyStream]]
-
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    view: View
+    endpoint: Endpoint
     permissions: frozenset[str]
 
 
 ROUTES: dict[str, dict[str, Route]] = {
-    "/v1/models": {"GET": Route(views.list_models, frozenset({"proxy:llm", "proxy:models"}))},
-    "/v1/chat/completions": {"POST": Route(views.chat_completions, frozenset({"proxy:llm", "proxy:chat"}))},
-    "/v1/embeddings": {"POST": Route(views.embeddings, frozenset({"proxy:llm", "proxy:embeddings"}))},
+    "/v1/models": {"GET": Route(endpoints.models, frozenset({"proxy:llm", "proxy:models"}))},
+    "/v1/chat/completions": {
+        "POST": Route(endpoints.chat_completions, frozenset({"proxy:llm", "proxy:chat"}))
+    },
+    "/v1/embeddings": {"POST": Route(endpoints.embeddings, frozenset({"proxy:llm", "proxy:embeddings"}))},
 }
 
 
-class Headers:
-    """Header names, built once from the brand setting."""
-
-    def __init__(self) -> None:
-        self.request_id = header("request-id")
-        self.latency = header("latency-ms")
-        self.overhead = header("overhead-ms")
-        self.ttft = header("ttft-ms")
-        self.cache = header("cache")
-        self.cost = header("cost-usd")
-        self.provider = header("provider")
-        self.model = header("model")
-        self.policy_action = header("policy-action")
-        self.policy_reason = header("policy-reason")
-
-
 class ProxyApp:
-    def __init__(self) -> None:
-        self._headers: Headers | None = None
-
-    @property
-    def names(self) -> Headers:
-        if self._headers is None:
-            self._headers = Headers()
-        return self._headers
-
     async def __call__(self, scope, receive, send) -> None:
         client = scope.get("client")
         headers = decode_headers(scope["headers"])
@@ -95,14 +70,7 @@ class ProxyApp:
             response = self.error_response(record, error)
         except Exception:
             logger.exception("Unhandled error in the proxy (request %s)", request.request_id)
-            error = GatewayError(
-                "The gateway failed to handle this request; it has been logged.",
-                code="internal_error",
-                status=500,
-            )
-            error.type = "server_error"
-            response = self.error_response(record, error)
-            response.headers["x-should-retry"] = "true"
+            response = self.error_response(record, InternalError())
         try:
             if isinstance(response, ProxyStream):
                 await self.send_stream(send, receive, request, response)
@@ -139,7 +107,7 @@ class ProxyApp:
         if request.config is None:  # the organization was deleted after the key was cached
             raise NotFound("This API key's organization no longer exists.", code="organization_not_found")
         record.log_bodies = request.config.log_bodies
-        return await route.view(request)
+        return await pipeline.run(route.endpoint, request)
 
     def error_response(self, record: RequestRecord, error: GatewayError) -> ProxyResponse:
         record.status, record.error_type, record.error_code = error.status, error.type, error.code
@@ -147,7 +115,7 @@ class ProxyApp:
         return ProxyResponse(status=status, body=body, headers=headers)
 
     def gateway_headers(self, request: ProxyRequest, *, stream: bool) -> dict[str, str]:
-        names, record = self.names, request.record
+        names, record = header_names(), request.record
         elapsed_ms = (time.perf_counter() - request.started) * 1000
         headers = {
             names.request_id: request.request_id,

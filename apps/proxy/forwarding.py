@@ -29,6 +29,7 @@ from .adapters.base import (
     UpstreamProtocolError,
     UpstreamRequest,
 )
+from .answers import StreamOutcome
 from .http import NestedTooDeeply
 from .records import Attempt, RequestRecord
 from .routing import Candidate, breaker
@@ -39,6 +40,8 @@ logger = logging.getLogger(__name__)
 
 # Upstream statuses that the client's own request caused: returned, never retried elsewhere.
 CLIENT_CAUSED = frozenset({400, 413, 422})
+
+STREAM_CUT = "The upstream ended the stream before the answer was complete."
 
 
 class UpstreamFailed(GatewayError):
@@ -301,6 +304,29 @@ class OpenStream:
 
     def close(self) -> None:
         _close(self.response)
+
+    async def frames(self, outcome: StreamOutcome) -> AsyncIterator[bytes]:
+        """The client's frames as the upstream's events arrive, translated; how the stream ended
+        goes in ``outcome`` (a cut or a dropped connection is a failure, never an exception)."""
+        translator = self.translator
+        try:
+            for frame in self.first:
+                yield frame
+            async for event, data in self.events:
+                for frame in translator.feed(event, data):
+                    yield frame
+                if translator.finished:
+                    break
+            if translator.error is not None:
+                # The upstream's own error event has reached the client.
+                outcome.failure, outcome.failure_sent = translator.error, True
+            elif not translator.finished:
+                outcome.failure = STREAM_CUT
+        except (aiohttp.ClientError, OSError, TimeoutError, UpstreamProtocolError) as error:
+            outcome.failure = f"{STREAM_CUT} ({type(error).__name__})"
+        finally:
+            self.close()
+            outcome.usage, outcome.output_chars = translator.usage, translator.output_chars
 
 
 async def _first_frames(events: AsyncIterator[tuple[str, str]], translator: StreamTranslator) -> list[bytes]:

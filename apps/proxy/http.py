@@ -59,12 +59,6 @@ class ProxyResponse:
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
 
-    @classmethod
-    def json(cls, payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> "ProxyResponse":
-        return cls(
-            status=status, body=json.dumps(payload, separators=(",", ":")).encode(), headers=headers or {}
-        )
-
 
 @dataclass(slots=True)
 class ProxyStream:

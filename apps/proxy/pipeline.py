@@ -1,209 +1,262 @@
-"""The proxy's pipeline, one stage after another, as a request goes through it:
+"""The proxy's pipeline: one ``run`` for every endpoint, with stages before and after the answer.
 
-    authenticate (app.py) -> resolve team -> rate limits -> budget -> policies -> cache
-    -> prompt template and experiment variant -> route -> call upstream -> cost -> audit (app.py)
+    read the body, validate it            (the endpoint: endpoints.py)
+    context: team, data regions
+    before stages, in slot order          a stage may change ctx.body, refuse (raise a GatewayError)
+                                          or answer; the first answer skips the rest and the upstream
+    the endpoint's answer                 route + call the upstream (/v1/models: its own list)
+    after stages, in reverse slot order   only the stages outside the one that answered; a whole answer
+                                          goes through ``after``, a stream through ``on_chunk`` per
+                                          chunk and ``on_stream_end``
+    the response                          app.py sends it with the gateway headers, then the record
+                                          goes to the audit log
 
-Stages that later features fill in (rate limits, budgets, policies, cache, templates) are
-pass-throughs today, so each feature lands in its own place without rearranging the others.
+Stages are registered at named slots (``SLOTS``), so each feature has one obvious place and their
+order never depends on who registered first. A stage implements only the hooks it needs; the hooks
+of each endpoint are gathered once (``_Plan``), so a stage without a stream hook costs nothing per
+chunk. docs/proxy.md shows how to add one.
 """
 
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from apps.catalog.pricing import Usage, cost_usd
-from apps.core.brand import header
-from apps.core.errors import InvalidRequest, PermissionDenied
+from apps.core.brand import header_names
+from apps.core.errors import PermissionDenied
+from apps.teams.selectors import TeamSnapshot
 
+from .answers import Answer, StreamOutcome
 from .auth import AuthenticatedKey
-from .config import OrganizationConfig, TeamConfig
-from .http import ProxyRequest
-from .routing import Candidate, allowed_regions, plan_attempts
+from .config import OrganizationConfig
+from .errors import StreamInterrupted, error_event
+from .http import ProxyRequest, ProxyResponse, ProxyStream
+from .records import RequestRecord
+from .routing import allowed_regions
+
+if TYPE_CHECKING:
+    from .endpoints import Endpoint
+
+
+# The stages' places, outermost first. A slot names where a feature goes, whether or not its stage
+# has landed; a stage is registered at one.
+SLOTS = (
+    "rate_limits",  # per-key and per-team limits: refuse before anything is spent
+    "budget",  # team budgets: refuse when spent, settle what the answer cost after it
+    "policies",  # block or redact the request; redact the answer
+    "cache",  # answer from the cache (l1, l2, l3); store the answer after it
+    "prompt_template",  # prompt templates and experiment variants rewrite the body
+    "cost",  # prices the answer; innermost, so an answer no upstream gave costs nothing
+)
 
 
 @dataclass(slots=True)
 class ProxyContext:
+    """One request as the stages see it."""
+
     request: ProxyRequest
-    body: dict[str, Any]
+    record: RequestRecord  # what the audit log will keep
+    endpoint: "Endpoint"
+    body: dict[str, Any]  # validated; a before stage may change it
     key: AuthenticatedKey
     config: OrganizationConfig
-    team: TeamConfig | None = None
-    regions: frozenset[str] | None = None
+    stream: bool = False
+    team: TeamSnapshot | None = None
+    regions: frozenset[str] | None = None  # None: unrestricted
+    # A stage's cache verdict (l1, l2, l3, bypass). None: a miss when the upstream answers, a
+    # bypass when a stage does.
+    cache: str | None = None
 
 
-class _HeaderNames:
-    def __init__(self) -> None:
-        self.team = header("team")
-        self.data_region = header("data-region")
+class Stage:
+    """A step of the pipeline. Subclasses set ``slot`` (one of SLOTS) and override only the hooks
+    they need; hooks left as they are here are never called."""
+
+    slot: str = ""
+    # The endpoints it runs on (Endpoint.name); None: every endpoint.
+    endpoints: frozenset[str] | None = None
+
+    async def before(self, ctx: ProxyContext) -> Answer | None:
+        """Before the upstream: return an answer to give it instead, or None to go on."""
+        return None
+
+    async def after(self, ctx: ProxyContext, answer: Answer) -> None:
+        """A whole answer before it is sent: may read it, change ``answer.body``, or raise."""
+
+    def on_chunk(self, ctx: ProxyContext, chunk: bytes) -> bytes:
+        """A stream's chunk (one or more SSE frames) on its way out: what to send instead (b"": nothing)."""
+        return chunk
+
+    async def on_stream_end(self, ctx: ProxyContext, outcome: StreamOutcome) -> None:
+        """A stream ended (whole, cut short or abandoned by the client); before its closing event."""
 
 
-_names: _HeaderNames | None = None
+def _implements(stage: Stage, hook: str) -> bool:
+    return getattr(type(stage), hook) is not getattr(Stage, hook)
 
 
-def names() -> _HeaderNames:
-    global _names
-    if _names is None:
-        _names = _HeaderNames()
-    return _names
+AfterHook = Callable[[ProxyContext, Answer], Awaitable[None]]
+ChunkHook = Callable[[ProxyContext, bytes], bytes]
+EndHook = Callable[[ProxyContext, StreamOutcome], Awaitable[None]]
 
 
-def begin(request: ProxyRequest, body: dict[str, Any]) -> ProxyContext:
-    context = ProxyContext(request=request, body=body, key=request.api_key, config=request.config)
-    resolve_team(context)
-    resolve_regions(context)
-    return context
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """One endpoint's hooks, gathered once. The after, chunk and end hooks are indexed by where the
+    answer came from (a stage's position, or the last index for the endpoint's own answer): each
+    entry holds the hooks of the stages outside that point, innermost first."""
+
+    befores: tuple[tuple[int, Callable[[ProxyContext], Awaitable[Answer | None]]], ...]
+    afters: tuple[tuple[AfterHook, ...], ...]
+    chunk_hooks: tuple[tuple[ChunkHook, ...], ...]
+    end_hooks: tuple[tuple[EndHook, ...], ...]
 
 
-def resolve_team(context: ProxyContext) -> None:
+_stages: list[Stage] = []
+_plans: dict[str, _Plan] = {}
+
+
+def register(stage: Stage) -> Stage:
+    """Adds a stage at its slot, after those already there."""
+    if stage.slot not in SLOTS:
+        raise ValueError(f"Unknown slot {stage.slot!r}; the slots are {', '.join(SLOTS)}.")
+    rank = SLOTS.index(stage.slot)
+    index = next((i for i, held in enumerate(_stages) if SLOTS.index(held.slot) > rank), len(_stages))
+    _stages.insert(index, stage)
+    _plans.clear()
+    return stage
+
+
+def unregister(stage: Stage) -> None:
+    if stage in _stages:
+        _stages.remove(stage)
+    _plans.clear()
+
+
+def _plan(endpoint: "Endpoint") -> _Plan:
+    plan = _plans.get(endpoint.name)
+    if plan is not None:
+        return plan
+    stages = [s for s in _stages if s.endpoints is None or endpoint.name in s.endpoints]
+
+    def outside(hook: str, position: int) -> tuple:
+        return tuple(getattr(s, hook) for s in reversed(stages[:position]) if _implements(s, hook))
+
+    positions = range(len(stages) + 1)
+    plan = _plans[endpoint.name] = _Plan(
+        befores=tuple((i, s.before) for i, s in enumerate(stages) if _implements(s, "before")),
+        afters=tuple(outside("after", p) for p in positions),
+        chunk_hooks=tuple(outside("on_chunk", p) for p in positions),
+        end_hooks=tuple(outside("on_stream_end", p) for p in positions),
+    )
+    return plan
+
+
+async def run(endpoint: "Endpoint", request: ProxyRequest) -> ProxyResponse | ProxyStream:
+    """One request from its validated body to the response app.py sends."""
+    ctx = begin(endpoint, request, endpoint.read(request))
+    plan = _plan(endpoint)
+    answered_at = len(plan.afters) - 1  # the endpoint's own answer, unless a stage gives one
+    answer: Answer | None = None
+    for position, before in plan.befores:
+        answer = await before(ctx)
+        if answer is not None:
+            answered_at = position
+            break
+    record = ctx.record
+    if answer is None:
+        record.cache = ctx.cache or ("miss" if endpoint.cacheable else "bypass")
+        answer = await endpoint.answer(ctx)
+    else:
+        record.cache = ctx.cache or "bypass"
+    if answer.chunks is not None:
+        chunks = relay(ctx, answer, plan.chunk_hooks[answered_at], plan.end_hooks[answered_at])
+        return ProxyStream(chunks=chunks, status=answer.status, headers=answer.headers)
+    for after in plan.afters[answered_at]:
+        await after(ctx, answer)
+    return ProxyResponse(status=answer.status, body=answer.body, headers=answer.headers)
+
+
+def begin(endpoint: "Endpoint", request: ProxyRequest, body: dict[str, Any]) -> ProxyContext:
+    record = request.record
+    ctx = ProxyContext(
+        request=request,
+        record=record,
+        endpoint=endpoint,
+        body=body,
+        key=request.api_key,
+        config=request.config,
+        stream=endpoint.streams and body.get("stream") is True,
+    )
+    record.requested_model = body.get("model")
+    record.stream = ctx.stream
+    resolve_team(ctx)
+    resolve_regions(ctx)
+    return ctx
+
+
+def resolve_team(ctx: ProxyContext) -> None:
     """The key's team, else the one the team header names (id or slug). A key bound to a team
     cannot charge another; an unknown team and another organization's read the same."""
-    named = context.request.headers.get(names().team, "").strip()
-    teams = context.config
+    named = ctx.request.headers.get(header_names().team, "").strip()
+    config = ctx.config
     team = None
     if named:
-        team = teams.teams_by_id.get(named) or teams.teams_by_slug.get(named)
+        team = config.teams_by_id.get(named) or config.teams_by_slug.get(named)
         if team is None:
             raise PermissionDenied(f"No team '{named}' in this organization.", code="team_not_found")
-    if context.key.team_id is not None:
-        if team is not None and team.id != context.key.team_id:
+    if ctx.key.team_id is not None:
+        if team is not None and team.id != ctx.key.team_id:
             raise PermissionDenied(
                 "This API key is bound to another team than the team header names.", code="team_mismatch"
             )
-        team = teams.teams_by_id.get(context.key.team_id)
-    context.team = team
-    context.request.record.team_id = team.id if team else context.key.team_id
+        team = config.teams_by_id.get(ctx.key.team_id)
+    ctx.team = team
+    ctx.record.team_id = team.id if team else ctx.key.team_id
 
 
-def resolve_regions(context: ProxyContext) -> None:
-    requested = context.request.headers.get(names().data_region, "")
+def resolve_regions(ctx: ProxyContext) -> None:
+    requested = ctx.request.headers.get(header_names().data_region, "")
     narrowed = frozenset(label.strip().lower() for label in requested.split(",") if label.strip())
-    context.regions = allowed_regions(
-        context.config.allowed_data_regions,
-        context.team.allowed_data_regions if context.team else frozenset(),
-        context.key.allowed_data_regions,
+    ctx.regions = allowed_regions(
+        ctx.config.allowed_data_regions,
+        ctx.team.allowed_data_regions if ctx.team else frozenset(),
+        ctx.key.allowed_data_regions,
         narrowed,
     )
 
 
-async def enforce_rate_limits(context: ProxyContext) -> None:
-    """Per-key and per-team rate limits; none are configured yet, so every request passes."""
-
-
-async def enforce_budget(context: ProxyContext) -> None:
-    """Team budgets; none are configured yet, so every request passes."""
-
-
-async def apply_policies(context: ProxyContext) -> None:
-    """Redaction and blocking policies; none are configured yet, so the body goes on unchanged."""
-
-
-async def look_up_cache(context: ProxyContext) -> None:
-    """The three cache tiers; until they exist every request is a miss."""
-    context.request.record.cache = "miss"
-
-
-async def apply_prompt_template(context: ProxyContext) -> None:
-    """Prompt templates and experiment variants; none apply yet."""
-
-
-async def run_stages(context: ProxyContext) -> None:
-    await enforce_rate_limits(context)
-    await enforce_budget(context)
-    await apply_policies(context)
-    await look_up_cache(context)
-    await apply_prompt_template(context)
-
-
-def route(context: ProxyContext) -> list[Candidate]:
-    return plan_attempts(context.config, context.body["model"], context.regions)
-
-
-def settle_cost(context: ProxyContext, usage: Usage | None) -> None:
-    record = context.request.record
-    record.usage = usage
-    if usage is None or record.provider is None or record.model is None:
+async def relay(
+    ctx: ProxyContext, answer: Answer, chunk_hooks: tuple[ChunkHook, ...], end_hooks: tuple[EndHook, ...]
+) -> AsyncIterator[bytes]:
+    """The client's stream, live or replayed alike: the answer's chunks through the chunk hooks,
+    the end hooks once they run out (or the client leaves), then the cost comment and [DONE]; a
+    stream that failed ends with an error event instead."""
+    record = ctx.record
+    chunks = answer.chunks
+    outcome = answer.outcome if answer.outcome is not None else StreamOutcome()
+    exhausted = False
+    try:
+        if chunk_hooks:
+            async for chunk in chunks:
+                for hook in chunk_hooks:
+                    chunk = hook(ctx, chunk)
+                if chunk:
+                    yield chunk
+        else:
+            async for chunk in chunks:
+                yield chunk
+        exhausted = True
+    finally:
+        close = getattr(chunks, "aclose", None)
+        if close is not None:
+            await close()  # the source's own clean-up (the upstream connection) comes first
+        outcome.completed = record.stream_completed = exhausted and outcome.failure is None
+        for end in end_hooks:
+            await end(ctx, outcome)
+    if outcome.failure is None:
+        yield f": {header_names().cost}={record.cost_usd:f}\n\n".encode() + b"data: [DONE]\n\n"
         return
-    # The price in force when the request arrived: what reconcile will recompute it with.
-    price = context.config.price(record.provider, record.model, record.started_at)
-    record.cost_usd = cost_usd(price, usage)
-
-
-def estimate_usage(body: dict[str, Any], output_chars: int) -> Usage:
-    """About four characters a token: for upstreams that report no usage, marked estimated."""
-    prompt_chars = sum(len(str(message.get("content") or "")) for message in body.get("messages", ()))
-    return Usage(input_tokens=-(-prompt_chars // 4), output_tokens=-(-output_chars // 4), estimated=True)
-
-
-# --- Request bodies ------------------------------------------------------------------------------
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def require_model(body: dict[str, Any]) -> str:
-    model = body.get("model")
-    if not isinstance(model, str) or not model.strip():
-        raise InvalidRequest(
-            "You must provide a model parameter (a string).", code="missing_model", param="model"
-        )
-    return model
-
-
-def json_object(request: ProxyRequest) -> dict[str, Any]:
-    body = request.json()
-    if not isinstance(body, dict):
-        raise InvalidRequest("The request body must be a JSON object.", code="invalid_json")
-    return body
-
-
-def validate_chat(body: dict[str, Any]) -> None:
-    require_model(body)
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise InvalidRequest(
-            "'messages' must be a non-empty array.", code="invalid_messages", param="messages"
-        )
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise InvalidRequest(
-                f"messages[{index}] must be an object with a 'role' string.",
-                code="invalid_messages",
-                param=f"messages[{index}]",
-            )
-    if "stream" in body and body["stream"] is not None and not isinstance(body["stream"], bool):
-        raise InvalidRequest("'stream' must be a boolean.", code="invalid_type", param="stream")
-    for name in ("n", "max_tokens", "max_completion_tokens"):
-        value = body.get(name)
-        if value is not None and (not _is_int(value) or value < 1):
-            raise InvalidRequest(f"'{name}' must be a positive integer.", code="invalid_type", param=name)
-    options = body.get("stream_options")
-    if options is not None and not isinstance(options, dict):
-        raise InvalidRequest(
-            "'stream_options' must be an object.", code="invalid_type", param="stream_options"
-        )
-    temperature = body.get("temperature")
-    if temperature is not None and (
-        isinstance(temperature, bool) or not isinstance(temperature, int | float)
-    ):
-        raise InvalidRequest("'temperature' must be a number.", code="invalid_type", param="temperature")
-
-
-def validate_embeddings(body: dict[str, Any]) -> None:
-    require_model(body)
-    value = body.get("input")
-    valid = (
-        (isinstance(value, str) and value != "")
-        or (isinstance(value, list) and value and all(isinstance(item, str) for item in value))
-        or (isinstance(value, list) and value and all(_is_int(item) for item in value))
-        or (
-            isinstance(value, list)
-            and value
-            and all(isinstance(item, list) and item and all(_is_int(t) for t in item) for item in value)
-        )
-    )
-    if not valid:
-        raise InvalidRequest(
-            "'input' must be a non-empty string, an array of strings, or token arrays.",
-            code="invalid_input",
-            param="input",
-        )
+    error = StreamInterrupted(outcome.failure)
+    record.error_type, record.error_code = error.type, error.code
+    if not outcome.failure_sent:
+        yield error_event(error)

@@ -17,10 +17,12 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from apps.catalog.selectors import AliasSnapshot, DeploymentSnapshot
 from apps.core.errors import GatewayError, NotFound
 from apps.providers.models import Provider
+from apps.providers.selectors import ProviderKeySnapshot
 
-from .config import AliasConfig, DeploymentConfig, OrganizationConfig, ProviderKeyConfig
+from .config import OrganizationConfig
 
 PROVIDERS = frozenset(Provider.values)
 
@@ -36,8 +38,8 @@ class Candidate:
     """One planned attempt."""
 
     alias: str | None  # the catalog alias it came from; None for an explicit provider/model
-    deployment: DeploymentConfig
-    key: ProviderKeyConfig
+    deployment: DeploymentSnapshot
+    key: ProviderKeySnapshot
 
 
 class SmoothWeightedRoundRobin:
@@ -49,7 +51,7 @@ class SmoothWeightedRoundRobin:
     def __init__(self) -> None:
         self._current: dict[tuple[tuple[str, float], ...], dict[str, float]] = {}
 
-    def pick(self, keys: list[ProviderKeyConfig]) -> ProviderKeyConfig:
+    def pick(self, keys: list[ProviderKeySnapshot]) -> ProviderKeySnapshot:
         if len(keys) == 1:
             return keys[0]
         signature = tuple((key.id, key.weight) for key in keys)
@@ -59,7 +61,7 @@ class SmoothWeightedRoundRobin:
                 self._current.clear()
             current = self._current[signature] = dict.fromkeys((key.id for key in keys), 0.0)
         total = 0.0
-        best: ProviderKeyConfig | None = None
+        best: ProviderKeySnapshot | None = None
         for key in keys:
             current[key.id] += key.weight
             total += key.weight
@@ -123,7 +125,7 @@ def allowed_regions(*restrictions: frozenset[str]) -> frozenset[str] | None:
 
 def resolve_model(
     config: OrganizationConfig, model: str
-) -> tuple[list[tuple[str | None, DeploymentConfig]], str]:
+) -> tuple[list[tuple[str | None, DeploymentSnapshot]], str]:
     """The deployments to try for ``model``, in order, each with the alias it came from, and the
     name the request is known by. An alias of the catalog wins over a ``provider/model`` reading."""
     alias = config.aliases.get(model)
@@ -134,7 +136,7 @@ def resolve_model(
         return planned, model
     provider, slash, upstream_model = model.partition("/")
     if slash and provider in PROVIDERS and upstream_model:
-        return [(None, DeploymentConfig(provider=provider, upstream_model=upstream_model))], model
+        return [(None, DeploymentSnapshot(provider=provider, upstream_model=upstream_model))], model
     raise NotFound(
         f"The model '{model}' does not exist in this organization's catalog; "
         "use a model alias (GET /v1/models) or provider/model.",
@@ -144,14 +146,14 @@ def resolve_model(
 
 
 def _alias_deployments(
-    config: OrganizationConfig, alias: AliasConfig
-) -> list[tuple[str | None, DeploymentConfig]]:
+    config: OrganizationConfig, alias: AliasSnapshot
+) -> list[tuple[str | None, DeploymentSnapshot]]:
     planned = [(alias.alias, deployment) for deployment in alias.deployments]
     for name in alias.fallbacks:
         fallback = config.aliases.get(name)
         if fallback is not None:  # one level: a fallback's own fallbacks are not followed
             planned.extend((fallback.alias, deployment) for deployment in fallback.deployments)
-    seen: set[DeploymentConfig] = set()
+    seen: set[DeploymentSnapshot] = set()
     return [(name, d) for name, d in planned if not (d in seen or seen.add(d))]
 
 

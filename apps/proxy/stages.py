@@ -1,0 +1,45 @@
+"""The gateway's stages: the one place a feature adds its stage (``register`` at the bottom puts
+each at its slot, ``pipeline.SLOTS``). Loaded once when Django starts (``apps.py``)."""
+
+from typing import Any
+
+from apps.catalog.pricing import Usage, cost_usd
+
+from .answers import Answer, StreamOutcome
+from .pipeline import ProxyContext, Stage, register
+
+
+class SettleCost(Stage):
+    """The answer's cost at the organization's price in force when the request arrived (what
+    reconcile recomputes it with). In the innermost slot: an answer no upstream gave costs nothing."""
+
+    slot = "cost"
+    endpoints = frozenset({"chat.completions", "embeddings"})
+
+    async def after(self, ctx: ProxyContext, answer: Answer) -> None:
+        settle_cost(ctx, answer.usage)
+
+    async def on_stream_end(self, ctx: ProxyContext, outcome: StreamOutcome) -> None:
+        usage = outcome.usage
+        if usage is None:
+            usage = estimate_usage(ctx.body, outcome.output_chars)
+        settle_cost(ctx, usage)
+
+
+def settle_cost(ctx: ProxyContext, usage: Usage | None) -> None:
+    record = ctx.record
+    record.usage = usage
+    if usage is None or record.provider is None or record.model is None:
+        return
+    price = ctx.config.price(record.provider, record.model, record.started_at)
+    record.cost_usd = cost_usd(price, usage)
+
+
+def estimate_usage(body: dict[str, Any], output_chars: int) -> Usage:
+    """About four characters a token: for upstreams that report no usage, marked estimated."""
+    prompt_chars = sum(len(str(message.get("content") or "")) for message in body.get("messages", ()))
+    return Usage(input_tokens=-(-prompt_chars // 4), output_tokens=-(-output_chars // 4), estimated=True)
+
+
+# Slots without a stage yet: rate_limits, budget, policies, cache, prompt_template.
+register(SettleCost())

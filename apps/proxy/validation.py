@@ -1,0 +1,81 @@
+"""What the proxy accepts as a request body: checked before any stage sees it, so stages and
+adapters can rely on the fields they read. Fields the gateway does not know pass through untouched."""
+
+from typing import Any
+
+from apps.core.errors import InvalidRequest
+
+from .http import ProxyRequest
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def require_model(body: dict[str, Any]) -> str:
+    model = body.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise InvalidRequest(
+            "You must provide a model parameter (a string).", code="missing_model", param="model"
+        )
+    return model
+
+
+def json_object(request: ProxyRequest) -> dict[str, Any]:
+    body = request.json()
+    if not isinstance(body, dict):
+        raise InvalidRequest("The request body must be a JSON object.", code="invalid_json")
+    return body
+
+
+def validate_chat(body: dict[str, Any]) -> None:
+    require_model(body)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise InvalidRequest(
+            "'messages' must be a non-empty array.", code="invalid_messages", param="messages"
+        )
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise InvalidRequest(
+                f"messages[{index}] must be an object with a 'role' string.",
+                code="invalid_messages",
+                param=f"messages[{index}]",
+            )
+    if "stream" in body and body["stream"] is not None and not isinstance(body["stream"], bool):
+        raise InvalidRequest("'stream' must be a boolean.", code="invalid_type", param="stream")
+    for name in ("n", "max_tokens", "max_completion_tokens"):
+        value = body.get(name)
+        if value is not None and (not _is_int(value) or value < 1):
+            raise InvalidRequest(f"'{name}' must be a positive integer.", code="invalid_type", param=name)
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise InvalidRequest(
+            "'stream_options' must be an object.", code="invalid_type", param="stream_options"
+        )
+    temperature = body.get("temperature")
+    if temperature is not None and (
+        isinstance(temperature, bool) or not isinstance(temperature, int | float)
+    ):
+        raise InvalidRequest("'temperature' must be a number.", code="invalid_type", param="temperature")
+
+
+def validate_embeddings(body: dict[str, Any]) -> None:
+    require_model(body)
+    value = body.get("input")
+    valid = (
+        (isinstance(value, str) and value != "")
+        or (isinstance(value, list) and value and all(isinstance(item, str) for item in value))
+        or (isinstance(value, list) and value and all(_is_int(item) for item in value))
+        or (
+            isinstance(value, list)
+            and value
+            and all(isinstance(item, list) and item and all(_is_int(t) for t in item) for item in value)
+        )
+    )
+    if not valid:
+        raise InvalidRequest(
+            "'input' must be a non-empty string, an array of strings, or token arrays.",
+            code="invalid_input",
+            param="input",
+        )

@@ -8,6 +8,8 @@ nor the audit log nor the server log. Only error text goes through here, never a
 
 import re
 
+from apps.audit.redaction import mask_secrets
+
 MASK = "[provider key]"
 # Any run of this many characters of the key is the key: short enough to catch a truncated key,
 # long enough not to match ordinary words by chance (a key's characters are random).
@@ -19,11 +21,15 @@ _MIN_VISIBLE = 3
 
 
 def scrub(text: str, secret: str) -> str:
-    if not secret or not text:
+    """``text`` without the provider key, and without any other credential the upstream quotes (a
+    gateway key, a bearer token ...), as the audit log masks them in bodies."""
+    if not text:
         return text
-    text = text.replace(secret, MASK)
-    text = _ELIDED.sub(lambda match: MASK if _shows_part_of(match, secret) else match[0], text)
-    return _mask_runs(text, secret)
+    if secret:
+        text = text.replace(secret, MASK)
+        text = _ELIDED.sub(lambda match: MASK if _shows_part_of(match, secret) else match[0], text)
+        text = _mask_runs(text, secret)
+    return mask_secrets(text)
 
 
 def _mask_runs(text: str, secret: str) -> str:

@@ -196,3 +196,24 @@ async def test_a_502_gives_the_category_of_the_last_failure(
     assert category in message
     assert "10.1.2.3" not in message
     assert upstream.base_url.split(":")[-1] not in message
+
+
+async def test_other_credentials_an_upstream_quotes_are_masked_in_the_answer_the_log_and_the_audit_log(
+    proxy, organization, gateway_key, upstream, caplog
+):
+    """An upstream may quote any credential it saw or holds (here the gateway key of the request,
+    as a misconfigured self-hosted server echoing headers might): none of it leaves the gateway."""
+    await add_provider_key_async(organization, upstream, secret=SECRET)
+    quoted = f"Bad header Authorization: Bearer {gateway_key[1]}; user key {gateway_key[1]}"
+    upstream.behave("status", status=400, message=quoted)
+
+    with caplog.at_level(logging.DEBUG):
+        refused = await chat(proxy, gateway_key, "openai/gpt-4o-mini")
+        upstream.behave("status", status=500, message=quoted)
+        failed = await chat(proxy, gateway_key, "openai/gpt-4o-mini")
+
+    assert (refused.status_code, failed.status_code) == (400, 502)
+    stored = "".join(json.dumps(entry.attempts) + entry.response_body for entry in await entries())
+    for text in (refused.text, failed.text, caplog.text, stored):
+        assert gateway_key[1] not in text
+    assert "[secret]" in refused.text

@@ -7,13 +7,13 @@ errors in the management shape.
 """
 
 from apps.audit import exports, periods
-from apps.core.api.schema import ERROR_DESCRIPTIONS
+from apps.core.api.schema import ERROR_DESCRIPTIONS, PYTHON_SPACE
 
 _ERROR = {"$ref": "#/components/schemas/Error"}
 # The exports refuse C0 and C1 controls and DEL (periods.CONTROL_CHARACTER_RANGE): the schema says the same.
 _C = periods.CONTROL_CHARACTER_RANGE
 _PRINTABLE = rf"^[^{_C}]*$"
-_PRINTABLE_NOT_BLANK = rf"^[^{_C}]*[^\s{_C}][^{_C}]*$"
+_PRINTABLE_NOT_BLANK = rf"^[^{_C}]*[^{PYTHON_SPACE}{_C}][^{_C}]*$"
 _RANGE_TEXT = {"type": "string", "maxLength": 64, "pattern": _PRINTABLE}
 
 

@@ -48,7 +48,13 @@ ErrorSerializer = inline_serializer(
 
 _WRITE_METHODS = {"POST", "PUT", "PATCH"}
 _NO_NUL = r"^[^\u0000]*$"
-_NOT_BLANK = r"^[^\u0000]*[^\s\u0000][^\u0000]*$"
+# What DRF's trim_whitespace strips is Python's whitespace (str.strip), which differs from a JSON
+# Schema regex's \s (Python's has \x1c-\x1f and \x85, not \ufeff): named one by one, so "blank"
+# means the same on both sides.
+PYTHON_SPACE = (
+    r"\t\n\u000b\u000c\r\u001c-\u001f \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+_NOT_BLANK = rf"^[^\u0000]*[^{PYTHON_SPACE}\u0000][^\u0000]*$"
 _PLAIN_TEXT_FIELDS = (serializers.CharField, StrictCharField)
 
 

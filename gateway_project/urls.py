@@ -12,11 +12,11 @@ api_v1 = [
     path("", include("apps.providers.api.urls")),
     path("", include("apps.catalog.api.urls")),
     path("", include("apps.audit.api.urls")),
-    path("", include("apps.audit.api.export_urls")),
-    path("", include("apps.audit.api.reconcile_urls")),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
-    path("redoc", SpectacularRedocView.as_view(url_name="schema"), name="redoc"),
+    path(
+        "redoc", SpectacularRedocView.as_view(url_name="schema", template_name="api/redoc.html"), name="redoc"
+    ),
     # Anything else under /api/ is a JSON 404, never Django's HTML page.
     re_path(r"^.*$", core_views.api_not_found),
 ]

@@ -547,3 +547,31 @@ async def test_only_get_is_allowed(auth):
 
     assert_error(response, 405, "method_not_allowed")
     assert response["Allow"] == "GET"
+
+
+@pytest.mark.parametrize("path", [COMPLIANCE, POLICY])
+@pytest.mark.parametrize("role", ["owner", "admin", "member"])
+async def test_every_role_of_the_organization_may_export_as_it_may_read_the_log(organization, path, role):
+    """decisions.md: a member reads analytics and logs, so the least role exports them too."""
+    await create_entries(organization, [JAN_1])
+    membership = await database_sync_to_async(MembershipFactory)(organization=organization, role=role)
+    tokens = await database_sync_to_async(login)(APIClient(), membership.user.email)
+
+    _, chunks = await download(path, {**YEAR, "export_format": "jsonl"}, bearer(tokens["access"]))
+
+    assert read_jsonl(b"".join(chunks).decode())[0]["organization"]["id"] == str(organization.id)
+
+
+async def test_another_organizations_team_reads_like_a_team_that_does_not_exist(organization, outsider, auth):
+    their_team = await create_team(organization=outsider.organization)
+    await create_entries(outsider.organization, [JAN_1], team_id=their_team.id)
+    await create_entries(organization, [JAN_1])
+
+    theirs = await download(COMPLIANCE, {**YEAR, "team": str(their_team.id), "export_format": "jsonl"}, auth)
+    unknown = await download(COMPLIANCE, {**YEAR, "team": str(uuid.uuid4()), "export_format": "jsonl"}, auth)
+
+    [their_header, *their_rows] = read_jsonl(b"".join(theirs[1]).decode())
+    [unknown_header, *unknown_rows] = read_jsonl(b"".join(unknown[1]).decode())
+    assert [row["type"] for row in their_rows] == [row["type"] for row in unknown_rows] == ["export_end"]
+    assert their_header["filters"]["team"]["name"] is unknown_header["filters"]["team"]["name"] is None
+    assert their_team.name not in b"".join(theirs[1]).decode()

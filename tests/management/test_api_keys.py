@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 import time_machine
+from django.test import Client
 from django.utils import timezone
 
 from apps.keys.models import ApiKey
@@ -329,6 +330,18 @@ def test_an_unknown_path_under_the_api_is_a_json_404(session_client):
         error = assert_error(response, 404, "not_found")
         assert error["type"] == "not_found_error"
         assert b"<html" not in response.content.lower()
+
+
+@pytest.mark.parametrize("method", ["post", "patch", "put", "delete"])
+@pytest.mark.parametrize("path", ["/api/v1/does-not-exist", "/api/v1/api-keys/x/y", "/api/v2/api-keys"])
+def test_a_write_to_an_unknown_path_under_the_api_is_a_json_404_not_a_csrf_page(method, path):
+    # A browser-like client: CSRF is enforced, and a session cookie would not help either.
+    client = Client(enforce_csrf_checks=True)
+
+    response = getattr(client, method)(path, {"name": "x"}, content_type="application/json")
+
+    error = assert_error(response, 404, "not_found")
+    assert error == {"type": "not_found_error", "code": "not_found", "message": f"No endpoint at {path}."}
 
 
 def test_a_forged_cursor_is_a_404_not_a_500(session_client):

@@ -14,7 +14,7 @@ _ERROR = {"$ref": "#/components/schemas/Error"}
 _C = periods.CONTROL_CHARACTER_RANGE
 _PRINTABLE = rf"^[^{_C}]*$"
 _PRINTABLE_NOT_BLANK = rf"^[^{_C}]*[^{PYTHON_SPACE}{_C}][^{_C}]*$"
-_RANGE_TEXT = {"type": "string", "maxLength": 64, "pattern": _PRINTABLE}
+_RANGE_TEXT = {"type": "string", "maxLength": periods.INSTANT_MAX_LENGTH, "pattern": _PRINTABLE}
 
 
 def _parameter(name: str, schema: dict, description: str) -> dict:

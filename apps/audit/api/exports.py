@@ -3,74 +3,24 @@
 Plain async Django views, not DRF: DRF has no async views, and under ASGI Django reads a sync
 iterator of a ``StreamingHttpResponse`` whole before sending it. Here the body is an async
 generator reading a chunk at a time (apps/audit/exports.py), so a year of logs leaves in constant memory.
-They authenticate exactly as the management API does (``SessionTokenAuthentication``, member
-role) and render every error through the management API's exception handler.
+``organization_view`` (apps/organizations/tenancy.py) authenticates them as the management API
+does, requires ``EXPORT_ROLE`` and renders every refusal in the management error shape.
 """
 
-import functools
 import uuid
-from collections.abc import Awaitable, Callable
 
-from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, QueryDict, StreamingHttpResponse
 from django.utils import timezone
-from django.views.decorators.csrf import csrf_exempt
-from rest_framework import exceptions as drf
-from rest_framework.renderers import JSONRenderer
-from rest_framework_simplejwt.exceptions import TokenError
 
-from apps.accounts.authentication import SessionContext, SessionTokenAuthentication
+from apps.accounts.authentication import SessionContext
 from apps.audit import exports
 from apps.audit.periods import InvalidParameter, parse_range, text_parameter
-from apps.core.api.exceptions import management_exception_handler
-from apps.core.api.tenancy import HasOrganizationRole
-from apps.core.errors import GatewayError
 from apps.organizations.models import Role
+from apps.organizations.tenancy import organization_view
 from apps.teams.models import Team
 
-ExportView = Callable[[HttpRequest, SessionContext], Awaitable[HttpResponse]]
-
-_authentication = SessionTokenAuthentication()
-
-
-def _error_response(request: HttpRequest, exc: Exception) -> HttpResponse:
-    """The management API's own handler and renderer, as DRF would call them."""
-    response = management_exception_handler(exc, {"request": request, "view": None})
-    response.accepted_renderer = JSONRenderer()
-    response.accepted_media_type = JSONRenderer.media_type
-    response.renderer_context = {"request": request, "response": response}
-    if isinstance(exc, drf.MethodNotAllowed):
-        response["Allow"] = "GET"
-    return response.render()
-
-
-async def _authenticate(request: HttpRequest) -> SessionContext:
-    result = await sync_to_async(_authentication.authenticate)(request)
-    if result is None:
-        raise drf.NotAuthenticated()
-    _, session = result
-    if not session.membership.has_role(Role.MEMBER):
-        raise drf.PermissionDenied(HasOrganizationRole.message)
-    return session
-
-
-def management_export(view: ExportView) -> Callable[[HttpRequest], Awaitable[HttpResponse]]:
-    """GET only, a signed-in member, and errors in the management shape."""
-
-    # Bearer tokens, not cookies, authenticate here: CSRF cannot apply, and a POST must get the
-    # JSON 405 rather than Django's HTML CSRF page.
-    @csrf_exempt
-    @functools.wraps(view)
-    async def wrapper(request: HttpRequest) -> HttpResponse:
-        try:
-            if request.method != "GET":
-                raise drf.MethodNotAllowed(request.method)
-            session = await _authenticate(request)
-            return await view(request, session)
-        except (GatewayError, drf.APIException, TokenError) as exc:
-            return _error_response(request, exc)
-
-    return wrapper
+# A member reads the log and the analytics (decisions.md), so a member may export them.
+EXPORT_ROLE = Role.MEMBER
 
 
 async def _export_query(
@@ -125,14 +75,14 @@ def _attachment(query: exports.ExportQuery, kind: str, body) -> StreamingHttpRes
     return response
 
 
-@management_export
+@organization_view(role=EXPORT_ROLE)
 async def compliance_export(request: HttpRequest, session: SessionContext) -> HttpResponse:
     """Every audit entry of a required range (optionally one team or one policy), oldest first."""
     query = await _export_query(request.GET, session, default_period=None)
     return _attachment(query, "compliance", exports.compliance_export(query))
 
 
-@management_export
+@organization_view(role=EXPORT_ROLE)
 async def policy_export(request: HttpRequest, session: SessionContext) -> HttpResponse:
     """Policy hits per policy and action, over the range and per day; the last 30 days by default."""
     query = await _export_query(request.GET, session, default_period="30d")

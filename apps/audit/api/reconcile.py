@@ -6,24 +6,20 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from apps.audit.periods import InvalidParameter, format_instant, parse_range
+from apps.audit.periods import InvalidParameter, format_instant
 from apps.audit.reconcile import ReconcileReport, reconcile, retained_since
 from apps.audit.rollups import Totals
-from apps.core.api.fields import StrictCharField
-from apps.core.api.tenancy import OrganizationScopedViewSet
+from apps.organizations.tenancy import OrganizationScopedViewSet
+
+from .serializers import TimeRangeSerializer
 
 
-class ReconcileRequestSerializer(serializers.Serializer):
+class ReconcileRequestSerializer(TimeRangeSerializer):
     """``from``/``to`` (RFC 3339 or dates, half-open) or ``period``, and ``apply``."""
 
-    def get_fields(self):
-        # "from" is a Python keyword, so the fields are declared here rather than as attributes.
-        return {
-            "from": StrictCharField(required=False),
-            "to": StrictCharField(required=False),
-            "period": StrictCharField(required=False),
-            "apply": serializers.BooleanField(required=False, default=False),
-        }
+    range_required = True
+
+    apply = serializers.BooleanField(required=False, default=False)
 
 
 def _totals(totals: Totals) -> dict:
@@ -62,16 +58,11 @@ class ReconcileViewSet(OrganizationScopedViewSet):
     def create(self, request):
         serializer = ReconcileRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        params = {
-            name: serializer.validated_data[name]
-            for name in ("from", "to", "period")
-            if name in serializer.validated_data
-        }
-        time_range = parse_range(params)
-        if (time_range.end - time_range.start).days > 366:
+        start, end = serializer.validated_data["start"], serializer.validated_data["end"]
+        if (end - start).days > 366:
             raise InvalidParameter("to", "Reconcile at most a year at a time.")
         earliest = retained_since(self.organization)
-        if time_range.start < earliest:
+        if start < earliest:
             # Older entries may have been deleted by retention: rebuilding aggregates from what is
             # left would erase spend history instead of correcting it.
             raise InvalidParameter(
@@ -81,8 +72,8 @@ class ReconcileViewSet(OrganizationScopedViewSet):
             )
         report = reconcile(
             organization_id=str(self.organization.pk),
-            start=time_range.start,
-            end=time_range.end,
+            start=start,
+            end=end,
             apply=serializer.validated_data["apply"],
         )
         return Response(report_data(report))

@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from apps.audit import periods, selectors
 from apps.audit.models import AuditEntry
+from apps.core.api.fields import StrictCharField
 
 # Query parameters ---------------------------------------------------------------------------------
 
@@ -22,8 +23,9 @@ _NO_CONTROL_CHARACTERS = RegexValidator(
 )
 
 
-class QueryTextField(serializers.CharField):
-    """A text query parameter: bounded, and refused (400) with a control character in it."""
+class QueryTextField(StrictCharField):
+    """A text parameter: bounded, and refused (400) with a control character in it (or, in a JSON
+    body, when it is not a string)."""
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -50,23 +52,20 @@ class StatusFilterField(serializers.CharField):
         self.fail("invalid_status")
 
 
-class AnalyticsQuerySerializer(serializers.Serializer):
-    """The time range and the dimensions every analytics endpoint understands.
+class TimeRangeSerializer(serializers.Serializer):
+    """``from``/``to`` or ``period``, read by ``periods.parse_range`` (the one parser of a range; the
+    exports call it too) into ``start`` and ``end``: ``from``/``to`` are a half-open range
+    ``[from, to)``, ``period`` names one ending now.
 
-    The range follows apps/audit/periods.py, as the exports do: ``from``/``to`` are a half-open
-    range ``[from, to)``, ``period`` names one ending now. Without either, ``default_period``
-    applies; the log has none and is then read whole."""
+    Without a range, ``default_period`` applies; without one either, the range is required when
+    ``range_required``, and otherwise unbounded (``start`` and ``end`` are None)."""
 
-    default_period: str | None = "24h"
-    empty_values_are_absent = True  # see to_internal_value; the schema says so (allowEmptyValue)
+    default_period: str | None = None
+    range_required = False
 
     period = serializers.ChoiceField(
         choices=periods.PERIODS, required=False, help_text="A period ending now; excludes from/to."
     )
-    team = serializers.UUIDField(required=False, source="team_id")
-    api_key = serializers.UUIDField(required=False, source="api_key_id")
-    model = QueryTextField(required=False, max_length=200, help_text="Requested alias or model used.")
-    provider = QueryTextField(required=False, max_length=32)
 
     def get_fields(self):
         fields = super().get_fields()
@@ -83,21 +82,34 @@ class AnalyticsQuerySerializer(serializers.Serializer):
         )
         return fields
 
-    def to_internal_value(self, data):
-        # Query parameters: the last value of each name; an empty one is the same as none.
-        if hasattr(data, "items"):
-            data = {name: value for name, value in data.items() if value != ""}
-        return super().to_internal_value(data)
-
     def validate(self, attrs):
         bounds = {name: attrs.pop(name) for name in ("from", "to", "period") if name in attrs}
-        if not bounds and self.default_period is None:
+        if not bounds and self.default_period is None and not self.range_required:
             return {**attrs, "start": None, "end": None}
         try:
             time_range = periods.parse_range(bounds, default_period=self.default_period)
         except periods.InvalidParameter as error:
             raise serializers.ValidationError(error.fields) from None
         return {**attrs, "start": time_range.start, "end": time_range.end}
+
+
+class AnalyticsQuerySerializer(TimeRangeSerializer):
+    """The time range and the dimensions every analytics endpoint understands; without a range,
+    the last 24 hours (the log has no default and is then read whole)."""
+
+    default_period: str | None = "24h"
+    empty_values_are_absent = True  # see to_internal_value; the schema says so (allowEmptyValue)
+
+    team = serializers.UUIDField(required=False, source="team_id")
+    api_key = serializers.UUIDField(required=False, source="api_key_id")
+    model = QueryTextField(required=False, max_length=200, help_text="Requested alias or model used.")
+    provider = QueryTextField(required=False, max_length=32)
+
+    def to_internal_value(self, data):
+        # Query parameters: the last value of each name; an empty one is the same as none.
+        if hasattr(data, "items"):
+            data = {name: value for name, value in data.items() if value != ""}
+        return super().to_internal_value(data)
 
 
 class GroupedQuerySerializer(AnalyticsQuerySerializer):

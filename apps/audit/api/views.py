@@ -6,7 +6,7 @@ from rest_framework.response import Response
 from apps.audit import selectors
 from apps.audit.models import AuditEntry
 from apps.core.api.pagination import CursorPagination
-from apps.core.api.tenancy import OrganizationScopedViewSet
+from apps.organizations.tenancy import OrganizationScopedViewSet
 
 from .serializers import (
     AnalyticsQuerySerializer,

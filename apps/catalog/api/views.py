@@ -6,7 +6,7 @@ from rest_framework.response import Response
 from apps.catalog import services
 from apps.catalog.models import ModelAlias, ModelPrice
 from apps.catalog.pricing import SHIPPED_PRICES
-from apps.core.api.tenancy import OrganizationScopedViewSet
+from apps.organizations.tenancy import OrganizationScopedViewSet
 
 from .serializers import ModelAliasSerializer, ModelPriceSerializer, ShippedPriceSerializer
 
@@ -43,7 +43,6 @@ class ModelPriceViewSet(mixins.ListModelMixin, OrganizationScopedViewSet):
 
     queryset = ModelPrice.objects.all()
     serializer_class = ModelPriceSerializer
-    ordering = "-created_at"
     error_statuses = {"create": (409,)}  # a version with the same effective_from exists
 
     def create(self, request):

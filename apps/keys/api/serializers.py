@@ -2,8 +2,8 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from apps.core.api.fields import DataRegionsField, StrictCharField
-from apps.core.api.tenancy import OrganizationScopedRelatedField
 from apps.keys.models import ApiKey, KeyStatus, Permission
+from apps.organizations.tenancy import OrganizationScopedRelatedField
 from apps.teams.models import Team
 
 

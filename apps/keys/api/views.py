@@ -2,9 +2,9 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status
 from rest_framework.response import Response
 
-from apps.core.api.tenancy import OrganizationScopedViewSet
 from apps.keys import services
 from apps.keys.models import ApiKey
+from apps.organizations.tenancy import OrganizationScopedViewSet
 
 from .serializers import ApiKeyCreatedSerializer, ApiKeyCreateSerializer, ApiKeySerializer
 

@@ -2,9 +2,9 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import generics
 from rest_framework.response import Response
 
-from apps.core.api.tenancy import OrganizationScopedMixin
 from apps.organizations import services
 from apps.organizations.models import Organization
+from apps.organizations.tenancy import OrganizationScopedMixin
 
 from .serializers import OrganizationSerializer
 

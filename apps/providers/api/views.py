@@ -3,8 +3,8 @@ from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from apps.core.api.tenancy import OrganizationScopedViewSet
 from apps.core.errors import InvalidRequest
+from apps.organizations.tenancy import OrganizationScopedViewSet
 from apps.providers import services
 from apps.providers.models import ProviderKey
 

@@ -1,7 +1,7 @@
 from rest_framework import mixins, status
 from rest_framework.response import Response
 
-from apps.core.api.tenancy import OrganizationScopedViewSet
+from apps.organizations.tenancy import OrganizationScopedViewSet
 from apps.teams import services
 from apps.teams.models import Team
 

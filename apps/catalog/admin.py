@@ -1,9 +1,8 @@
 from django import forms
 from django.contrib import admin
 from django.core.validators import RegexValidator
-from django.db import transaction
 
-from apps.core.generations import bump_generation
+from apps.core.admin_mixins import ServiceAdmin
 
 from . import services
 from .api.serializers import ALIAS_MESSAGE, ALIAS_PATTERN
@@ -11,6 +10,9 @@ from .models import Deployment, ModelAlias, ModelPrice
 
 
 class DeploymentInline(admin.TabularInline):
+    """Saved with the alias, in the transaction of the alias's service write, whose generation bump
+    runs when it commits: the workers see the alias and its deployments together."""
+
     model = Deployment
     extra = 1
 
@@ -32,17 +34,12 @@ class ModelAliasForm(forms.ModelForm):
         fallbacks = cleaned.get("fallbacks") or []
         if not isinstance(fallbacks, list) or not all(isinstance(name, str) for name in fallbacks):
             self.add_error("fallbacks", 'A list of alias names, for example ["gpt-4o-mini"].')
-        elif alias in fallbacks:
-            self.add_error("fallbacks", "An alias cannot fall back to itself.")
-        elif organization is not None:
-            known = set(
-                ModelAlias.objects.filter(organization=organization, alias__in=fallbacks).values_list(
-                    "alias", flat=True
-                )
-            )
-            missing = [name for name in fallbacks if name not in known]
-            if missing:
-                self.add_error("fallbacks", f"No such model alias: {', '.join(missing)}.")
+        elif organization is not None and alias:
+            # The service checks again when it writes; here the refusal shows beside the field.
+            try:
+                services.check_fallbacks(organization_id=organization.pk, alias=alias, fallbacks=fallbacks)
+            except services.InvalidFallbacks as error:
+                self.add_error("fallbacks", error.fields["fallbacks"])
         # Checked here because Django skips the (organization, alias) constraint once organization
         # is read-only, and the database would refuse the row with an error page.
         taken = ModelAlias.objects.filter(organization=organization, alias=alias).exclude(pk=self.instance.pk)
@@ -56,7 +53,10 @@ class ModelAliasForm(forms.ModelForm):
 
 
 @admin.register(ModelAlias)
-class ModelAliasAdmin(admin.ModelAdmin):
+class ModelAliasAdmin(ServiceAdmin):
+    """Writes go through the catalog services: the fallbacks' rules hold, and every proxy worker
+    sees the change on its next request (the configuration generation)."""
+
     form = ModelAliasForm
     list_display = ("alias", "organization", "is_active", "updated_at")
     list_filter = ("organization", "is_active")
@@ -67,35 +67,33 @@ class ModelAliasAdmin(admin.ModelAdmin):
         # Fallbacks name aliases of the alias's own organization; it cannot move.
         return ("organization",) if obj is not None else ()
 
-    def save_related(self, request, form, formsets, change) -> None:
-        super().save_related(request, form, formsets, change)
-        bump_generation(form.instance.organization_id)
-
     def get_deleted_objects(self, objs, request):
+        # The confirmation page lists what the service would refuse, so nothing is posted in vain.
         deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
-        deleting = {model_alias.alias for model_alias in objs}
-        for model_alias in objs:
-            protected.extend(
-                f"{user} (falls back to {model_alias.alias})"
-                for user in services.aliases_falling_back_to(model_alias)
-                if user not in deleting
-            )
+        for model_alias, users in services.fallback_users_outside(objs).items():
+            protected.extend(f"{user} (falls back to {model_alias.alias})" for user in users)
         return deleted, counts, perms_needed, protected
 
-    def delete_model(self, request, obj: ModelAlias) -> None:
+    def service_create(self, request, form) -> ModelAlias:
+        fields = {name: form.cleaned_data[name] for name in ModelAliasForm.Meta.fields}
+        # The deployments are the inline's, saved next in the same transaction.
+        return services.model_alias_create(deployments=(), **fields)
+
+    def service_update(self, request, obj: ModelAlias, form, changes: dict) -> None:
+        # ``obj`` carries the form's values already; the service compares with the stored row (a
+        # rename of an alias others fall back to is refused).
+        services.model_alias_update(model_alias=ModelAlias.objects.get(pk=obj.pk), **changes)
+
+    def service_delete(self, request, obj: ModelAlias) -> None:
         services.model_alias_delete(model_alias=obj)
 
-    @transaction.atomic
     def delete_queryset(self, request, queryset) -> None:
-        # get_deleted_objects refused the batch if an alias outside it falls back to one inside.
-        organization_ids = set(queryset.values_list("organization_id", flat=True))
-        super().delete_queryset(request, queryset)
-        for organization_id in organization_ids:
-            bump_generation(organization_id)
+        # Together: an alias of the batch may fall back to another of it.
+        services.model_alias_delete_many(model_aliases=queryset)
 
 
 @admin.register(ModelPrice)
-class ModelPriceAdmin(admin.ModelAdmin):
+class ModelPriceAdmin(ServiceAdmin):
     """Price versions are added, never edited: a past request's cost must stay recomputable."""
 
     list_display = (
@@ -114,19 +112,11 @@ class ModelPriceAdmin(admin.ModelAdmin):
             return [field.name for field in ModelPrice._meta.fields]
         return ()
 
-    def save_model(self, request, obj, form, change) -> None:
-        if change:
-            return
-        fields = {name: form.cleaned_data[name] for name in form.fields if name != "organization"}
-        created = services.model_price_create(organization=form.cleaned_data["organization"], **fields)
-        obj.pk, obj._state.adding = created.pk, False
+    def service_create(self, request, form) -> ModelPrice:
+        return services.model_price_create(**{name: form.cleaned_data[name] for name in form.fields})
 
-    def delete_model(self, request, obj: ModelPrice) -> None:
+    def service_update(self, request, obj: ModelPrice, form, changes: dict) -> None:
+        """Every field is read-only on a stored version: there is nothing to write."""
+
+    def service_delete(self, request, obj: ModelPrice) -> None:
         services.model_price_delete(price=obj)
-
-    @transaction.atomic
-    def delete_queryset(self, request, queryset) -> None:
-        organization_ids = set(queryset.values_list("organization_id", flat=True))
-        super().delete_queryset(request, queryset)
-        for organization_id in organization_ids:
-            bump_generation(organization_id)

@@ -2,7 +2,7 @@ from collections.abc import Iterable, Mapping
 
 from django.db import IntegrityError, transaction
 
-from apps.core.errors import Conflict
+from apps.core.errors import Conflict, InvalidRequest
 from apps.core.generations import bump_generation
 from apps.organizations.models import Organization
 
@@ -37,14 +37,55 @@ def aliases_falling_back_to(model_alias: ModelAlias) -> list[str]:
     return sorted(alias for alias, fallbacks in others if model_alias.alias in fallbacks)
 
 
-def _refuse_if_in_use(model_alias: ModelAlias, doing: str) -> None:
-    users = aliases_falling_back_to(model_alias)
+def fallback_users_outside(model_aliases: Iterable[ModelAlias]) -> dict[ModelAlias, list[str]]:
+    """For each alias of a batch being deleted, the aliases outside the batch that fall back to it
+    (an alias of the batch may fall back to another of it); aliases nobody outside uses are left out."""
+    model_aliases = list(model_aliases)
+    users_outside = {}
+    for model_alias in model_aliases:
+        organization_id = model_alias.organization_id
+        batch = {other.alias for other in model_aliases if other.organization_id == organization_id}
+        users = [user for user in aliases_falling_back_to(model_alias) if user not in batch]
+        if users:
+            users_outside[model_alias] = users
+    return users_outside
+
+
+def _refuse_if_in_use(model_alias: ModelAlias, doing: str, users: list[str]) -> None:
     if users:
         raise Conflict(
             f"Cannot {doing} '{model_alias.alias}' while other aliases fall back to it "
             f"({', '.join(users)}); remove it from their fallbacks first.",
             code="model_alias_in_use",
         )
+
+
+class InvalidFallbacks(InvalidRequest):
+    """A 400 ``validation_error`` naming ``fallbacks``, as a serializer's would."""
+
+    code = "validation_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"Invalid value for 'fallbacks': {message}", fields={"fallbacks": [message]})
+
+
+def check_fallbacks(*, organization_id, alias: str, fallbacks: Iterable[str]) -> None:
+    """The rule for an alias's fallbacks, for every way in (API, admin console, shell): other
+    aliases of the same organization, never the alias itself. Another organization's alias reads
+    exactly like one that does not exist."""
+    fallbacks = list(fallbacks)
+    if not fallbacks:
+        return
+    if alias in fallbacks:
+        raise InvalidFallbacks("An alias cannot fall back to itself.")
+    known = set(
+        ModelAlias.objects.filter(organization_id=organization_id, alias__in=fallbacks).values_list(
+            "alias", flat=True
+        )
+    )
+    missing = [name for name in fallbacks if name not in known]
+    if missing:
+        raise InvalidFallbacks(f"No such model alias: {', '.join(missing)}.")
 
 
 @transaction.atomic
@@ -57,6 +98,7 @@ def model_alias_create(
     description: str = "",
     is_active: bool = True,
 ) -> ModelAlias:
+    check_fallbacks(organization_id=organization.id, alias=alias, fallbacks=fallbacks)
     try:
         with transaction.atomic():
             model_alias = ModelAlias.objects.create(
@@ -78,7 +120,13 @@ def model_alias_update(*, model_alias: ModelAlias, deployments: Iterable[Mapping
     new_alias = changes.get("alias")
     if new_alias is not None and new_alias != model_alias.alias:
         # Fallbacks name aliases; a rename would leave them pointing at nothing.
-        _refuse_if_in_use(model_alias, "rename")
+        _refuse_if_in_use(model_alias, "rename", aliases_falling_back_to(model_alias))
+    if "fallbacks" in changes or new_alias is not None:
+        check_fallbacks(
+            organization_id=model_alias.organization_id,
+            alias=new_alias if new_alias is not None else model_alias.alias,
+            fallbacks=changes.get("fallbacks", model_alias.fallbacks),
+        )
     for field, value in changes.items():
         setattr(model_alias, field, value)
     try:
@@ -92,12 +140,20 @@ def model_alias_update(*, model_alias: ModelAlias, deployments: Iterable[Mapping
     return model_alias
 
 
-@transaction.atomic
 def model_alias_delete(*, model_alias: ModelAlias) -> None:
-    _refuse_if_in_use(model_alias, "delete")
-    organization_id = model_alias.organization_id
-    model_alias.delete()
-    bump_generation(organization_id)
+    model_alias_delete_many(model_aliases=[model_alias])
+
+
+@transaction.atomic
+def model_alias_delete_many(*, model_aliases: Iterable[ModelAlias]) -> None:
+    """Deletes the aliases together, or none of them when an alias left behind falls back to one."""
+    model_aliases = list(model_aliases)
+    for model_alias, users in fallback_users_outside(model_aliases).items():
+        _refuse_if_in_use(model_alias, "delete", users)
+    for model_alias in model_aliases:
+        model_alias.delete()
+    for organization_id in {model_alias.organization_id for model_alias in model_aliases}:
+        bump_generation(organization_id)
 
 
 @transaction.atomic

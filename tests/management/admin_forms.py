@@ -16,7 +16,7 @@ def form_values(client: Client, url: str, **changes) -> dict:
             value = field.value()
             if value is True:
                 data[field.html_name] = "on"
-            elif value not in (None, False):
+            elif value is not None and value is not False:  # 0 is a value (a priority), not False
                 data[field.html_name] = value
     data.update(changes)
     return data

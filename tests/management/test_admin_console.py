@@ -254,6 +254,69 @@ def test_the_admin_console_refuses_a_fallback_the_organization_does_not_have(
     assert ModelAlias.objects.get(organization=organization).deployments.count() == 1
 
 
+def test_the_admin_console_writes_an_alias_and_its_deployments_through_the_service(
+    admin_browser, organization, django_capture_on_commit_callbacks
+):
+    form = {
+        "organization": organization.id,
+        "alias": "fast",
+        "description": "",
+        "fallbacks": "[]",
+        "is_active": "on",
+        "deployments-TOTAL_FORMS": "1",
+        "deployments-INITIAL_FORMS": "0",
+        "deployments-0-provider": "openai",
+        "deployments-0-upstream_model": "gpt-4o-mini",
+        "deployments-0-priority": "0",
+    }
+    with bumps_generation(organization, django_capture_on_commit_callbacks):
+        assert admin_browser.post("/admin/catalog/modelalias/add/", form).status_code == 302
+    fast = ModelAlias.objects.get(organization=organization, alias="fast")
+    change = f"/admin/catalog/modelalias/{fast.id}/change/"
+
+    # Only an inline deployment changes: the alias's service write still tells the workers.
+    with bumps_generation(organization, django_capture_on_commit_callbacks):
+        response = admin_post(
+            admin_browser, change, fallbacks="[]", **{"deployments-0-upstream_model": "gpt-4o"}
+        )
+
+    assert response.status_code == 302, form_errors(response)
+    assert [d.upstream_model for d in fast.deployments.all()] == ["gpt-4o"]
+
+
+def test_the_bulk_delete_action_deletes_an_alias_with_the_aliases_falling_back_to_it(
+    admin_browser, organization, outsider, django_capture_on_commit_callbacks
+):
+    cheap = ModelAliasFactory(organization=organization, alias="cheap")
+    smart = ModelAliasFactory(organization=organization, alias="smart", fallbacks=["cheap"])
+    theirs = ModelAliasFactory(organization=outsider.organization, alias="cheap")
+    ModelAliasFactory(organization=outsider.organization, alias="smart", fallbacks=["cheap"])
+    action = {"action": "delete_selected", "_selected_action": [cheap.id, smart.id], "post": "yes"}
+
+    with bumps_generation(organization, django_capture_on_commit_callbacks):
+        response = admin_browser.post("/admin/catalog/modelalias/", action)
+
+    assert response.status_code == 302
+    assert not ModelAlias.objects.filter(organization=organization).exists()
+    # The outsider's "smart" still falls back to its own "cheap", which the batch never touched.
+    assert ModelAlias.objects.filter(pk=theirs.pk).exists()
+
+
+def test_the_bulk_delete_action_refuses_an_alias_one_left_behind_falls_back_to_and_deletes_none(
+    admin_browser, organization
+):
+    cheap = ModelAliasFactory(organization=organization, alias="cheap")
+    other = ModelAliasFactory(organization=organization, alias="other")
+    ModelAliasFactory(organization=organization, alias="smart", fallbacks=["cheap"])
+    action = {"action": "delete_selected", "_selected_action": [cheap.id, other.id], "post": "yes"}
+
+    response = admin_browser.post("/admin/catalog/modelalias/", action)
+
+    assert response.status_code == 200  # the confirmation page, listing what stands in the way
+    assert "smart (falls back to cheap)" in response.content.decode()
+    assert ModelAlias.objects.filter(organization=organization).count() == 3
+
+
 def test_the_admin_console_refuses_to_rename_an_alias_to_a_taken_name(admin_browser, organization):
     ModelAliasFactory(organization=organization, alias="taken")
     mine = ModelAliasFactory(organization=organization, alias="mine")

@@ -5,6 +5,7 @@ from decimal import Decimal
 
 import pytest
 
+from apps.catalog import services
 from apps.catalog.models import ModelAlias, ModelPrice
 from apps.catalog.pricing import SHIPPED_PRICES
 from tests.factories import DeploymentFactory, ModelAliasFactory, ModelPriceFactory
@@ -197,6 +198,20 @@ def test_the_outsiders_alias_cannot_be_a_fallback_and_reads_like_an_unknown_one(
     error = assert_invalid_field(response, "fallbacks")
     assert error["fields"] == {"fallbacks": ["No such model alias: theirs."]}
     assert aliases(session_client) == []
+
+
+@pytest.mark.parametrize(
+    ("fallbacks", "message"), [(["theirs"], "No such model alias: theirs."), (["fast"], "itself")]
+)
+def test_the_fallbacks_rule_is_the_catalog_services_so_a_shell_write_keeps_it_too(
+    organization, outsiders_alias, fallbacks, message
+):
+    with pytest.raises(services.InvalidFallbacks, match=message):
+        services.model_alias_create(
+            organization=organization, alias="fast", deployments=[OPENAI_MINI], fallbacks=fallbacks
+        )
+
+    assert not ModelAlias.objects.filter(organization=organization).exists()
 
 
 def test_it_rejects_a_malformed_json_body(session_client):

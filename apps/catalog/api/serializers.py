@@ -32,6 +32,9 @@ class DeploymentSerializer(serializers.ModelSerializer):
 
 
 class ModelAliasSerializer(serializers.ModelSerializer):
+    """The fallbacks' rule (other aliases of the organization, never the alias itself) is the
+    catalog service's (``services.check_fallbacks``): the admin console enforces the same one."""
+
     alias = alias_field()
     description = StrictCharField(max_length=500, required=False, allow_blank=True)
     deployments = DeploymentSerializer(many=True)
@@ -65,24 +68,6 @@ class ModelAliasSerializer(serializers.ModelSerializer):
         if not value:
             raise serializers.ValidationError("An alias needs at least one deployment.")
         return value
-
-    def validate(self, attrs):
-        alias = attrs.get("alias") or getattr(self.instance, "alias", None)
-        fallbacks = attrs.get("fallbacks")
-        if fallbacks:
-            if alias in fallbacks:
-                raise serializers.ValidationError({"fallbacks": ["An alias cannot fall back to itself."]})
-            known = set(
-                ModelAlias.objects.filter(
-                    organization=self.context["organization"], alias__in=fallbacks
-                ).values_list("alias", flat=True)
-            )
-            missing = [name for name in fallbacks if name not in known]
-            if missing:
-                raise serializers.ValidationError(
-                    {"fallbacks": [f"No such model alias: {', '.join(missing)}."]}
-                )
-        return attrs
 
 
 class ModelPriceSerializer(serializers.ModelSerializer):

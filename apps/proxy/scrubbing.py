@@ -4,6 +4,11 @@ Upstreams quote the key they were sent in their error messages, whole or in part
 first and last characters around a run of asterisks ("sk-abc***...wxyz"), others cut it short or
 embed it in a longer string. Whatever of the key an upstream echoes must reach neither the client
 nor the audit log nor the server log. Only error text goes through here, never a normal answer.
+
+An upstream chooses how long its error text is, so every step here is linear in the text (no pattern
+that backtracks over a run it has already read), and an error event's text is cut to
+``ERROR_TEXT_LIMIT`` characters before it is read at all: a long message must not hold up the worker's
+event loop, which serves every organization.
 """
 
 import re
@@ -14,10 +19,19 @@ MASK = "[provider key]"
 # Any run of this many characters of the key is the key: short enough to catch a truncated key,
 # long enough not to match ordinary words by chance (a key's characters are random).
 MIN_RUN = 8
-# A key with its middle elided, as providers show one: a prefix, asterisks or dots, a suffix.
-_ELIDED = re.compile(r"([\w\-]*)(?:\*{3,}|\.{3,}|…)([\w\-]*)")
+# A key with its middle elided, as providers show one: a prefix, asterisks or dots, a suffix. The
+# prefix starts where a run of word characters starts (the lookbehind): tried from every position
+# inside a long run, as it was, the pattern read the rest of the run each time (quadratic).
+_ELIDED = re.compile(r"(?<![\w\-])([\w\-]*)(?:\*{3,}|\.{3,}|…)([\w\-]*)")
 # The visible end of an elided key must be this long to count (OpenAI shows the last four).
 _MIN_VISIBLE = 3
+# The most of an upstream's error text (an error event's message) that is scrubbed, forwarded and
+# logged; the rest is cut. Longer text tells the client nothing more (docs/security.md).
+ERROR_TEXT_LIMIT = 4096
+# Scrubbed beyond the limit before the cut, so a credential that straddles the limit is masked whole.
+_CUT_MARGIN = 256
+# An error's type or code: a short word, never a text.
+ERROR_FIELD_LIMIT = 200
 
 
 def scrub(text: str, secret: str) -> str:
@@ -32,8 +46,17 @@ def scrub(text: str, secret: str) -> str:
     return mask_secrets(text)
 
 
+def scrub_error(text: str, secret: str, limit: int = ERROR_TEXT_LIMIT) -> str:
+    """An upstream's error text, cut to ``limit`` characters and scrubbed."""
+    if len(text) <= limit:
+        return scrub(text, secret)
+    scrubbed = scrub(text[: limit + max(_CUT_MARGIN, len(secret))], secret)
+    return scrubbed[:limit] + "…"
+
+
 def _mask_runs(text: str, secret: str) -> str:
-    """Every stretch of ``text`` covered by runs of MIN_RUN characters of ``secret`` is masked."""
+    """Every stretch of ``text`` covered by runs of MIN_RUN characters of ``secret`` is masked: one
+    set lookup per position, linear in the text."""
     if len(secret) < MIN_RUN:
         return text
     pieces = {secret[i : i + MIN_RUN] for i in range(len(secret) - MIN_RUN + 1)}

@@ -3,6 +3,7 @@ sent (even in part), and what the client learns about the gateway's network when
 
 import json
 import logging
+import time
 
 import pytest
 from channels.db import database_sync_to_async
@@ -11,6 +12,7 @@ from apps.audit.models import AuditEntry
 from apps.organizations import services as organization_services
 from apps.outbox.outbox import outbox
 from apps.providers import services as provider_services
+from apps.proxy.scrubbing import ERROR_TEXT_LIMIT, scrub
 from tests.proxy.conftest import add_provider_key_async, bearer
 from tests.servers import free_port
 
@@ -217,3 +219,63 @@ async def test_other_credentials_an_upstream_quotes_are_masked_in_the_answer_the
     for text in (refused.text, failed.text, caplog.text, stored):
         assert gateway_key[1] not in text
     assert "[secret]" in refused.text
+
+
+# --- Error text of any length ---------------------------------------------------------------------
+
+# A key shown the way OpenAI shows it, then a long run of letters with no marker in it: the input on
+# which a backtracking pattern goes quadratic (16 KB took 14 s, blocking the worker's event loop).
+ELIDED_KEY = f"{SECRET[:6]}{'*' * 24}{SECRET[-4:]}"
+SIZES = {"16 KB": 16 * 1024, "1 MiB": 2**20}
+# Not a performance target: a bound that a quadratic scan of these sizes cannot meet.
+BOUND_SECONDS = 5.0
+
+
+def long_error(size: int) -> str:
+    return f"Incorrect API key provided: {ELIDED_KEY} for {SECRET[4:20]}. " + "a" * size
+
+
+@pytest.mark.parametrize("size", [*SIZES.values(), 64 * 1024], ids=[*SIZES, "64 KB"])
+def test_scrubbing_takes_time_in_proportion_to_the_text(size):
+    began = time.perf_counter()
+    scrubbed = scrub(long_error(size), SECRET)
+    elapsed = time.perf_counter() - began
+
+    assert elapsed < BOUND_SECONDS
+    assert scrubbed.startswith("Incorrect API key provided: [provider key] for [provider key].")
+    assert SECRET[-4:] not in scrubbed[:100]
+
+
+@pytest.mark.parametrize("shape", ["refused-request", "failed-attempt", "stream-error-event"])
+@pytest.mark.parametrize("size", list(SIZES.values()), ids=list(SIZES))
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_a_long_upstream_error_is_answered_at_once_cut_short_and_without_the_key(
+    proxy, organization, gateway_key, upstream, provider, size, shape
+):
+    await database_sync_to_async(organization_services.organization_update)(
+        organization=organization, log_bodies="full"
+    )
+    await add_provider_key_async(organization, upstream, provider=provider, secret=SECRET)
+    message = long_error(size)
+    if shape == "stream-error-event":
+        upstream.behave("error_event", after=1, message=message)
+    else:
+        upstream.behave("status", status=400 if shape == "refused-request" else 500, message=message)
+
+    began = time.perf_counter()
+    body = {"model": MODELS[provider], "messages": HELLO, "stream": shape == "stream-error-event"}
+    async with proxy.stream(
+        "POST", "/v1/chat/completions", json=body, headers=bearer(gateway_key[1])
+    ) as response:
+        text = (await response.aread()).decode()
+    elapsed = time.perf_counter() - began
+
+    assert elapsed < BOUND_SECONDS
+    assert response.status_code == {"refused-request": 400, "failed-attempt": 502}.get(shape, 200)
+    assert len(text) < ERROR_TEXT_LIMIT + 2048  # the answer carries at most a few KB of the upstream's text
+    [entry] = await entries()
+    stored = text + json.dumps(entry.attempts) + entry.response_body
+    assert "[provider key]" in stored
+    for start in range(len(SECRET) - 8):
+        assert SECRET[start : start + 8] not in stored
+    assert ELIDED_KEY not in stored and SECRET[-4:] + " for" not in stored

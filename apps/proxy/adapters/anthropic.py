@@ -15,7 +15,7 @@ from typing import Any
 from apps.catalog.pricing import Usage
 from apps.core.errors import InvalidRequest
 
-from ..scrubbing import scrub
+from ..scrubbing import ERROR_FIELD_LIMIT, scrub_error
 from .base import (
     Adapter,
     Completion,
@@ -483,8 +483,10 @@ class AnthropicStreamTranslator(StreamTranslator):
     def _error(self, payload: dict[str, Any]) -> list[bytes]:
         error = payload.get("error") if isinstance(payload.get("error"), dict) else {}
         message = error.get("message") if isinstance(error.get("message"), str) else "The upstream failed."
-        self.error = message = scrub(message, self.target.secret)
+        # Cut before it is scrubbed: the event may be megabytes long (apps/proxy/scrubbing.py).
+        self.error = message = scrub_error(message, self.target.secret)
         kind = error.get("type") if isinstance(error.get("type"), str) else "api_error"
+        kind = scrub_error(kind, self.target.secret, ERROR_FIELD_LIMIT)
         return [sse({"error": {"message": message, "type": kind, "param": None, "code": None}})]
 
     def _add_usage(self, usage: Any) -> None:

@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 from apps.catalog.pricing import Usage
 
-from ..scrubbing import scrub
+from ..scrubbing import ERROR_FIELD_LIMIT, scrub_error
 from .base import (
     Adapter,
     Completion,
@@ -22,6 +22,7 @@ from .base import (
     UpstreamRequest,
     dumps,
     loads_object,
+    sse,
 )
 
 # The text of a chunk's delta, read without parsing the chunk (escapes count as their characters).
@@ -65,10 +66,7 @@ class OpenAIStreamTranslator(StreamTranslator):
         if not isinstance(chunk, dict):
             raise UpstreamProtocolError("the upstream sent an event that is not a JSON object")
         if "error" in chunk and "choices" not in chunk:
-            error = chunk["error"]
-            message = error.get("message") if isinstance(error, dict) else str(error)
-            self.error = scrub(message, self.target.secret) if isinstance(message, str) else message
-            return [b"data: " + scrub(data, self.target.secret).encode() + b"\n\n"]
+            return [sse({"error": self._error(chunk["error"])})]
         if isinstance(chunk.get("model"), str):
             self.model = chunk["model"]
         usage = usage_from_openai(chunk.get("usage"))
@@ -84,6 +82,22 @@ class OpenAIStreamTranslator(StreamTranslator):
             if isinstance(delta, dict) and isinstance(delta.get("content"), str):
                 self.output_chars += len(delta["content"])
         return [b"data: " + data.encode() + b"\n\n"]
+
+    def _error(self, error: Any) -> dict[str, Any]:
+        """The upstream's error event, rebuilt in OpenAI's shape from its own fields, each cut short
+        and scrubbed once (the event may be megabytes long; nothing else of it is forwarded)."""
+        if not isinstance(error, dict):
+            error = {"message": error}
+        message = error.get("message")
+        message = message if isinstance(message, str) else "The upstream failed."
+        self.error = scrub_error(message, self.target.secret)
+        rebuilt: dict[str, Any] = {"message": self.error}
+        for name in ("type", "param", "code"):
+            value = error.get(name)
+            if isinstance(value, str):
+                value = scrub_error(value, self.target.secret, ERROR_FIELD_LIMIT)
+            rebuilt[name] = value if isinstance(value, str | int) and not isinstance(value, bool) else None
+        return rebuilt
 
     def _count_content(self, data: str) -> None:
         """Text delivered so far, without parsing the chunk: if the stream is cut before its usage

@@ -6,12 +6,11 @@ Celery worker on a file broker, so a newcomer needs nothing installed. Productio
 """
 
 from datetime import timedelta
-from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
 from .client_address import parse_trusted_proxies
-from .env import BASE_DIR, DATA_DIR, env, env_choice, local_secret
+from .env import BASE_DIR, DATA_DIR, env, env_choice, env_number, local_secret
 
 DEBUG = env.bool("DEBUG", default=False)
 SECRET_KEY = env.str("SECRET_KEY", default="") or local_secret("secret_key")
@@ -89,7 +88,7 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": 20,
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
-    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    # Its folder is made when a process starts (apps/core/local_state.py), not by this import.
 elif _db["ENGINE"] == "django.db.backends.postgresql":
     # Under ASGI every request may run on another thread: pool connections instead of keeping one
     # per thread (CONN_MAX_AGE must then be 0).
@@ -97,7 +96,8 @@ elif _db["ENGINE"] == "django.db.backends.postgresql":
     # A database that stops answering must fail fast: callers (the outbox writer) fall back then.
     _db.setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
     if env.bool("DATABASE_POOL", default=True):
-        _db["OPTIONS"]["pool"] = {"min_size": 1, "max_size": env.int("DATABASE_POOL_SIZE", 10), "timeout": 5}
+        _pool_size = env_number("DATABASE_POOL_SIZE", default=10, minimum=1, maximum=1000)
+        _db["OPTIONS"]["pool"] = {"min_size": 1, "max_size": _pool_size, "timeout": 5}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Cache and Redis ------------------------------------------------------------------------
@@ -122,9 +122,7 @@ else:
 # server, so `make run` still starts a worker and beat and no task ever runs inside a request.
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL or "filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    _broker_dir = DATA_DIR / "broker"
-    for sub in ("queue", "processed", "control"):
-        (_broker_dir / sub).mkdir(parents=True, exist_ok=True)
+    _broker_dir = DATA_DIR / "broker"  # its folders are made when a process starts (apps/core/local_state.py)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
@@ -172,8 +170,12 @@ REST_FRAMEWORK = {
 }
 
 SIMPLE_JWT = {
-    "ACCESS_TOKEN_LIFETIME": timedelta(minutes=env.int("SESSION_ACCESS_MINUTES", default=15)),
-    "REFRESH_TOKEN_LIFETIME": timedelta(days=env.int("SESSION_REFRESH_DAYS", default=7)),
+    "ACCESS_TOKEN_LIFETIME": timedelta(
+        minutes=env_number("SESSION_ACCESS_MINUTES", default=15, minimum=1, maximum=1440)
+    ),
+    "REFRESH_TOKEN_LIFETIME": timedelta(
+        days=env_number("SESSION_REFRESH_DAYS", default=7, minimum=1, maximum=365)
+    ),
     "ROTATE_REFRESH_TOKENS": True,
     "BLACKLIST_AFTER_ROTATION": True,
     "UPDATE_LAST_LOGIN": False,
@@ -184,9 +186,7 @@ SIMPLE_JWT = {
 }
 # However often it is refreshed, a management session ends this long after its sign-in (and at once
 # when the account's password changes; apps/accounts/tokens.py).
-GATEWAY_SESSION_MAX_AGE_DAYS = env.int("GATEWAY_SESSION_MAX_AGE_DAYS", default=30)
-if GATEWAY_SESSION_MAX_AGE_DAYS < 1:
-    raise ImproperlyConfigured("GATEWAY_SESSION_MAX_AGE_DAYS must be at least 1")
+GATEWAY_SESSION_MAX_AGE_DAYS = env_number("GATEWAY_SESSION_MAX_AGE_DAYS", default=30, minimum=1, maximum=365)
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "LLM Gateway management API",
@@ -215,15 +215,19 @@ GATEWAY_BRAND = env.str("GATEWAY_BRAND", default="gateway").lower()
 GATEWAY_API_KEY_PREFIX = env.str("GATEWAY_API_KEY_PREFIX", default="sk_live_")
 # How long a worker trusts a looked-up API key before reading it again; revocation does not
 # wait for this (see apps/keys/revocation.py).
-GATEWAY_KEY_CACHE_SECONDS = env.int("GATEWAY_KEY_CACHE_SECONDS", default=60)
+GATEWAY_KEY_CACHE_SECONDS = env_number("GATEWAY_KEY_CACHE_SECONDS", default=60, minimum=0, maximum=3600)
 # How long a worker keeps an organization's routing configuration at most. Changes reach workers at
 # once through the configuration generation (apps/core/generations.py); this bounds a missed one.
-GATEWAY_CONFIG_MAX_AGE_SECONDS = env.float("GATEWAY_CONFIG_MAX_AGE_SECONDS", default=60.0)
-if not 1 <= GATEWAY_CONFIG_MAX_AGE_SECONDS <= 86_400:
-    raise ImproperlyConfigured("GATEWAY_CONFIG_MAX_AGE_SECONDS must be between 1 and 86400")
-GATEWAY_MAX_BODY_BYTES = env.int("GATEWAY_MAX_BODY_BYTES", default=20 * 1024 * 1024)
-GATEWAY_LOGIN_FAILURE_LIMIT = env.int("GATEWAY_LOGIN_FAILURE_LIMIT", default=5)
-GATEWAY_LOGIN_FAILURE_WINDOW_SECONDS = env.int("GATEWAY_LOGIN_FAILURE_WINDOW_SECONDS", default=900)
+GATEWAY_CONFIG_MAX_AGE_SECONDS = env_number(
+    "GATEWAY_CONFIG_MAX_AGE_SECONDS", default=60.0, minimum=1, maximum=86_400
+)
+GATEWAY_MAX_BODY_BYTES = env_number(
+    "GATEWAY_MAX_BODY_BYTES", default=20 * 1024 * 1024, minimum=1024, maximum=1024 * 1024 * 1024
+)
+GATEWAY_LOGIN_FAILURE_LIMIT = env_number("GATEWAY_LOGIN_FAILURE_LIMIT", default=5, minimum=1, maximum=1000)
+GATEWAY_LOGIN_FAILURE_WINDOW_SECONDS = env_number(
+    "GATEWAY_LOGIN_FAILURE_WINDOW_SECONDS", default=900, minimum=1, maximum=7 * 86_400
+)
 GATEWAY_DEFAULT_LOG_BODIES = env_choice(
     "GATEWAY_DEFAULT_LOG_BODIES", choices=("full", "redacted", "metadata"), default="redacted"
 )
@@ -240,7 +244,9 @@ GATEWAY_HTTPS = env.bool("GATEWAY_HTTPS", default=False)
 SECURE_SSL_REDIRECT = GATEWAY_HTTPS
 SESSION_COOKIE_SECURE = GATEWAY_HTTPS
 CSRF_COOKIE_SECURE = GATEWAY_HTTPS
-SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31_536_000 if GATEWAY_HTTPS else 0)
+SECURE_HSTS_SECONDS = env_number(
+    "SECURE_HSTS_SECONDS", default=31_536_000 if GATEWAY_HTTPS else 0, minimum=0, maximum=2 * 31_536_000
+)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = GATEWAY_HTTPS
 SECURE_HSTS_PRELOAD = GATEWAY_HTTPS
 if env.bool("TRUST_X_FORWARDED_PROTO", default=GATEWAY_HTTPS):
@@ -263,7 +269,7 @@ USE_TZ = True
 STATIC_URL = "/static/"
 STATIC_ROOT = env.str("STATIC_ROOT", default=str(DATA_DIR / "staticfiles"))
 STATICFILES_DIRS = [BASE_DIR / "static"]
-Path(STATIC_ROOT).mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on every start without it
+# Made by `manage.py collectstatic` (`make run` runs it); WhiteNoise warns at start-up without it.
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
@@ -287,17 +293,25 @@ LOGGING = {
 }
 
 # --- Routing and upstreams (apps/proxy/routing.py, apps/proxy/forwarding.py) ----------------
-GATEWAY_MAX_ATTEMPTS = env.int("GATEWAY_MAX_ATTEMPTS", default=3)
+GATEWAY_MAX_ATTEMPTS = env_number("GATEWAY_MAX_ATTEMPTS", default=3, minimum=1, maximum=10)
 # From the request's arrival until an upstream answers (or, for a stream, sends its first chunk).
-GATEWAY_REQUEST_DEADLINE_SECONDS = env.float("GATEWAY_REQUEST_DEADLINE_SECONDS", default=60.0)
-GATEWAY_CONNECT_TIMEOUT_SECONDS = env.float("GATEWAY_CONNECT_TIMEOUT_SECONDS", default=10.0)
+GATEWAY_REQUEST_DEADLINE_SECONDS = env_number(
+    "GATEWAY_REQUEST_DEADLINE_SECONDS", default=60.0, minimum=0.1, maximum=3600
+)
+GATEWAY_CONNECT_TIMEOUT_SECONDS = env_number(
+    "GATEWAY_CONNECT_TIMEOUT_SECONDS", default=10.0, minimum=0.1, maximum=600
+)
 # A stream that has started is ended with an error event after this long without a byte.
-GATEWAY_STREAM_IDLE_SECONDS = env.float("GATEWAY_STREAM_IDLE_SECONDS", default=120.0)
-GATEWAY_BREAKER_FAILURES = env.int("GATEWAY_BREAKER_FAILURES", default=3)
-GATEWAY_BREAKER_COOLDOWN_SECONDS = env.float("GATEWAY_BREAKER_COOLDOWN_SECONDS", default=30.0)
-GATEWAY_UPSTREAM_MAX_CONNECTIONS = env.int("GATEWAY_UPSTREAM_MAX_CONNECTIONS", default=1000)
-if GATEWAY_MAX_ATTEMPTS < 1 or GATEWAY_REQUEST_DEADLINE_SECONDS <= 0:
-    raise ImproperlyConfigured("GATEWAY_MAX_ATTEMPTS must be >= 1 and GATEWAY_REQUEST_DEADLINE_SECONDS > 0")
+GATEWAY_STREAM_IDLE_SECONDS = env_number(
+    "GATEWAY_STREAM_IDLE_SECONDS", default=120.0, minimum=1, maximum=3600
+)
+GATEWAY_BREAKER_FAILURES = env_number("GATEWAY_BREAKER_FAILURES", default=3, minimum=1, maximum=1000)
+GATEWAY_BREAKER_COOLDOWN_SECONDS = env_number(
+    "GATEWAY_BREAKER_COOLDOWN_SECONDS", default=30.0, minimum=1, maximum=3600
+)
+GATEWAY_UPSTREAM_MAX_CONNECTIONS = env_number(
+    "GATEWAY_UPSTREAM_MAX_CONNECTIONS", default=1000, minimum=1, maximum=100_000
+)
 
 # --- The off-request path (apps/outbox) and the audit log (apps/audit) -----------------------
 # Where a worker spools what it could not write (database down); replayed when it is back. Keep it
@@ -314,6 +328,10 @@ GATEWAY_OUTBOX_FLUSH_SECONDS = env.float("GATEWAY_OUTBOX_FLUSH_SECONDS", default
 # Off only to measure what the audit path costs (make bench); a gateway without it has no audit log.
 GATEWAY_AUDIT_ENABLED = env.bool("GATEWAY_AUDIT_ENABLED", default=True)
 # Request and response bodies kept in an audit entry are cut at this many bytes each.
-GATEWAY_AUDIT_MAX_BODY_BYTES = env.int("GATEWAY_AUDIT_MAX_BODY_BYTES", default=64 * 1024)
+GATEWAY_AUDIT_MAX_BODY_BYTES = env_number(
+    "GATEWAY_AUDIT_MAX_BODY_BYTES", default=64 * 1024, minimum=0, maximum=16 * 1024 * 1024
+)
 # Retention (apps/audit/retention.py) deletes expired entries this many at a time.
-GATEWAY_AUDIT_RETENTION_BATCH_SIZE = env.int("GATEWAY_AUDIT_RETENTION_BATCH_SIZE", default=1000)
+GATEWAY_AUDIT_RETENTION_BATCH_SIZE = env_number(
+    "GATEWAY_AUDIT_RETENTION_BATCH_SIZE", default=1000, minimum=1, maximum=100_000
+)

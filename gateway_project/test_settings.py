@@ -6,6 +6,7 @@ REDIS_URL are set (as .ci/run does).
 
 import os
 import uuid
+from pathlib import Path
 
 os.environ.setdefault("SECRET_KEY", "test-secret-key-that-is-long-enough-for-hs256-signing")
 # A per-run prefix keeps this run's Redis keys apart from a developer's gateway (and other runs).
@@ -29,6 +30,12 @@ CELERY_TASK_EAGER_PROPAGATES = True
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so a Daphne subprocess started by a test sees the same database.
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / f"test-{os.getpid()}.sqlite3")}
+
+# The suite collects no static files (tests/management/test_api_docs.py collects its own): an empty
+# folder of its own keeps WhiteNoise from warning in every test client. Made here: the real settings
+# make no folder when imported.
+STATIC_ROOT = str(DATA_DIR / "staticfiles-test")
+Path(STATIC_ROOT).mkdir(parents=True, exist_ok=True)
 
 # The tests' upstreams are real servers on loopback.
 GATEWAY_ALLOW_PRIVATE_UPSTREAMS = True

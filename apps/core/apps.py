@@ -7,3 +7,6 @@ class CoreConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the deployment checks)
+        from .local_state import make_local_folders
+
+        make_local_folders()

@@ -5,15 +5,14 @@ force at the request's time. ``reconcile`` recomputes spend from it for a period
 aggregates per team, API key and provider, reports every difference, and with ``apply`` rebuilds the
 aggregates of the period from the log. Running it twice changes nothing the second time.
 
-A source is anything that can total a period per group (``UsageSource``): the log and the rollups
-today; a provider's own usage API can be added the same way and compared with the log.
+The log is read by ``AuditLogSource`` and the aggregates by ``RollupSource``; both total a period
+per group, so another source (a provider's own usage API) would be one more such class.
 """
 
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Protocol
 
 from django.db import transaction
 from django.db.models import Count, Q, Sum
@@ -28,12 +27,6 @@ from .rollups import RollupKey, Totals, counters_set, hour_of
 
 # (team id, API key id, provider): the level at which differences are reported.
 GroupKey = tuple[str, str, str]
-
-
-class UsageSource(Protocol):
-    name: str
-
-    def totals(self, organization_id: str, start: datetime, end: datetime) -> dict[GroupKey, Totals]: ...
 
 
 def _group(rows: dict[RollupKey, Totals]) -> dict[GroupKey, Totals]:
@@ -207,18 +200,15 @@ def reconcile(
     start: datetime,
     end: datetime,
     apply: bool = False,
-    source: UsageSource | None = None,
-    aggregates: UsageSource | None = None,
 ) -> ReconcileReport:
     start, end = aligned(start, end)
-    source = source or AuditLogSource()
-    aggregates = aggregates or RollupSource()
+    source, aggregates = AuditLogSource(), RollupSource()
     # The log's rows are read once: they give the comparison's totals and, with apply, the rebuild.
-    log_rows = source.rows(organization_id, start, end) if isinstance(source, AuditLogSource) else None
-    expected = _group(log_rows) if log_rows is not None else source.totals(organization_id, start, end)
+    log_rows = source.rows(organization_id, start, end)
+    expected = _group(log_rows)
     found = aggregates.totals(organization_id, start, end)
     differences = compare(expected, found)
-    applied = bool(apply and differences and log_rows is not None and isinstance(aggregates, RollupSource))
+    applied = bool(apply and differences)
     if applied:
         rebuild_aggregates(organization_id=organization_id, start=start, end=end, rows=log_rows)
     return ReconcileReport(

@@ -172,18 +172,6 @@ def counters_set(deltas: dict[RollupKey, Totals], days: Iterable[str], organizat
     pipe.execute()
 
 
-def spend_today_nanos(organization_id: str, scope: str, scope_id: str, day: str) -> int | None:
-    """A counter's value; None when Redis is absent or unreachable."""
-    client = sync_client()
-    if client is None:
-        return None
-    try:
-        value = client.get(counter_key(organization_id, scope, scope_id, day))
-    except (redis.RedisError, OSError):
-        return None
-    return int(value or 0)
-
-
 def secondary_update(entries: list[dict]) -> None:
     """Both aggregates for newly written entries; each failure is logged, never raised."""
     if not entries:

@@ -59,6 +59,3 @@ class ApiKey(UUIDModel):
     @property
     def status(self) -> str:
         return self.status_at(timezone.now())
-
-    def is_usable(self) -> bool:
-        return self.status == KeyStatus.ACTIVE

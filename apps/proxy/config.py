@@ -7,9 +7,11 @@ The generation is read on every request in the same Redis round trip as the API 
 marker (``apps/proxy/auth.py``), so a change made anywhere (a rotation, a new deployment, a team's
 regions) applies to the next request on every worker, and the usual request does no database read.
 A copy is also read again once it is older than ``GATEWAY_CONFIG_MAX_AGE_SECONDS``, in case a
-change bumped nothing.
+change bumped nothing; the requests that arrive meanwhile are served the copy held, and a worker
+reads an organization once however many requests need it at the same moment (``ConfigStore``).
 """
 
+import asyncio
 import json
 import time
 from dataclasses import dataclass, field
@@ -106,10 +108,20 @@ _load_async = database_sync_to_async(load_organization_config)
 
 
 class ConfigStore:
+    """One read per organization and generation at a time (single flight): every request that needs
+    a new copy while it is being read waits for that read rather than starting its own (each read
+    queries the database and decrypts every provider key). When only the copy's age ran out, the
+    request that finds it so reads it again and the ones that arrive meanwhile are served the copy
+    held; when the generation changed, every request waits for the new copy: a changed
+    configuration (a deleted key, a region taken away) is never served from the old one."""
+
     def __init__(self) -> None:
         # organization id -> (configuration, monotonic time it was read)
         self._configs: dict[str, tuple[OrganizationConfig, float]] = {}
-        self.clock = time.monotonic  # a seam for the tests
+        # (organization id, generation) -> the read under way
+        self._reads: dict[tuple[str, int], asyncio.Task] = {}
+        self.clock = time.monotonic  # seams for the tests
+        self.load = _load_async
 
     async def get(self, organization_id: str, generation: int | None) -> OrganizationConfig | None:
         """The configuration at ``generation``; None (Redis unreachable) keeps what is held, within
@@ -125,13 +137,39 @@ class ConfigStore:
                 self.clock() - read_at < settings.GATEWAY_CONFIG_MAX_AGE_SECONDS
             ):
                 return config
-        config = await _load_async(organization_id, -1 if generation is None else generation)
-        if config is not None:
+        key = (organization_id, -1 if generation is None else generation)
+        task = self._under_way(key)
+        if task is not None and held is not None and (generation is None or config.generation == generation):
+            return config  # only the age ran out, and another request is reading it again
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._read_and_keep(*key))
+            self._reads[key] = task
+            task.add_done_callback(lambda done: self._finished(key, done))
+        # Shielded: a client that leaves must not cancel the read the other requests wait for.
+        return await asyncio.shield(task)
+
+    def _under_way(self, key: tuple[str, int]) -> asyncio.Task | None:
+        task = self._reads.get(key)
+        # A read of another event loop (a test's that ended) cannot be awaited from this one.
+        return task if task is not None and task.get_loop() is asyncio.get_running_loop() else None
+
+    async def _read_and_keep(self, organization_id: str, generation: int) -> OrganizationConfig | None:
+        config = await self.load(organization_id, generation)
+        if config is None:  # the organization is gone
+            self._configs.pop(organization_id, None)
+        else:
             self._configs[organization_id] = (config, self.clock())
         return config
 
+    def _finished(self, key: tuple[str, int], task: asyncio.Task) -> None:
+        if self._reads.get(key) is task:
+            del self._reads[key]
+        if not task.cancelled():
+            task.exception()  # raised to the requests that waited; retrieved even if they all left
+
     def clear(self) -> None:
         self._configs.clear()
+        self._reads.clear()
 
 
 config_store = ConfigStore()

@@ -9,7 +9,10 @@ the address actually resolved (apps/proxy/upstream.py), so DNS cannot be used to
 
 An IPv6 address can carry an IPv4 address that a translator or tunnel on the way delivers to: NAT64
 (``64:ff9b::a9fe:a9fe``), 6to4 (``2002:a9fe:a9fe::``), Teredo, and the IPv4-compatible, -mapped and
--translated forms (``::127.0.0.1``, ``::ffff:…``). The IPv4 address inside is checked as well.
+-translated forms (``::127.0.0.1``, ``::ffff:…``). The IPv4 address inside is checked as well. The
+local-use NAT64 prefix ``64:ff9b:1::/48`` (RFC 8215) is refused outright: a /48 prefix may put the
+IPv4 address in any of RFC 6052's positions (``64:ff9b:1:a9fe:a9:fe00::`` is 169.254.169.254), and a
+translator of the operator's own network is no place for a provider's API.
 """
 
 import ipaddress
@@ -22,11 +25,12 @@ from apps.core.errors import InvalidRequest
 
 # Cloud metadata endpoints outside 169.254.0.0/16 (AWS IPv6, Alibaba).
 _METADATA = {ipaddress.ip_address("fd00:ec2::254"), ipaddress.ip_address("100.100.100.200")}
-# Prefixes whose last 32 bits are an IPv4 address: NAT64 (RFC 6052, RFC 8215), IPv4-compatible
-# (deprecated, but still routed by some stacks) and IPv4-translated (RFC 2765).
+# Prefixes whose last 32 bits are an IPv4 address: NAT64's well-known prefix (RFC 6052),
+# IPv4-compatible (deprecated, but still routed by some stacks) and IPv4-translated (RFC 2765).
 _IPV4_IN_LAST_32_BITS = tuple(
-    ipaddress.ip_network(prefix) for prefix in ("64:ff9b::/96", "64:ff9b:1::/48", "::/96", "::ffff:0:0:0/96")
+    ipaddress.ip_network(prefix) for prefix in ("64:ff9b::/96", "::/96", "::ffff:0:0:0/96")
 )
+_LOCAL_USE_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -39,6 +43,11 @@ def check_ip(address: str) -> None:
     """Raises AddressRefused for an address the gateway must not call; ValueError if ``address``
     is not an IP address at all (a host name)."""
     ip = ipaddress.ip_address(address)
+    if ip in _LOCAL_USE_NAT64:
+        raise AddressRefused(
+            f"The upstream address {ip} is in the local-use NAT64 prefix {_LOCAL_USE_NAT64}, which can "
+            "carry any IPv4 address (the metadata service too); it is never allowed."
+        )
     judged = _judged_addresses(ip)
     for candidate in judged:
         if candidate.is_link_local or candidate in _METADATA:

@@ -94,3 +94,37 @@ def test_the_api_refuses_a_base_url_with_a_private_address_inside_ipv6(session_c
     error = assert_error(response, 400, "validation_error")
     assert "GATEWAY_ALLOW_PRIVATE_UPSTREAMS" in error["fields"]["base_url"][0]
     assert not ProviderKey.objects.exists()
+
+
+# The local-use NAT64 prefix (RFC 8215) is a /48: RFC 6052 puts the IPv4 address in bits 48-63 and
+# 72-95 there, not in the last 32 bits, so an address of it cannot be judged by its last 32 bits.
+LOCAL_USE_NAT64 = [
+    "64:ff9b:1:a9fe:a9:fe00::",  # 169.254.169.254 where RFC 6052 puts it for a /48 prefix
+    "64:ff9b:1:808:8:800::",  # 8.8.8.8, likewise
+    "64:ff9b:1::808:808",  # 8.8.8.8 in the last 32 bits, as for a /96 prefix
+    "64:ff9b:1:ffff::1",
+]
+
+
+@pytest.mark.parametrize("allow_private", [False, True])
+@pytest.mark.parametrize("address", LOCAL_USE_NAT64)
+def test_check_ip_refuses_every_address_of_the_local_use_nat64_prefix(settings, allow_private, address):
+    settings.GATEWAY_ALLOW_PRIVATE_UPSTREAMS = allow_private
+
+    with pytest.raises(AddressRefused, match="never allowed"):
+        check_ip(address)
+
+
+@pytest.mark.parametrize("allow_private", [False, True])
+def test_the_api_refuses_the_metadata_service_inside_the_local_use_nat64_prefix(
+    session_client, settings, allow_private
+):
+    settings.GATEWAY_ALLOW_PRIVATE_UPSTREAMS = allow_private
+    base_url = "http://[64:ff9b:1:a9fe:a9:fe00::]/v1"
+    body = {"provider": "openai_compatible", "key": "sk-upstream-v6", "base_url": base_url}
+
+    response = session_client.post(URL, body, format="json")
+
+    error = assert_error(response, 400, "validation_error")
+    assert "never allowed" in error["fields"]["base_url"][0]
+    assert not ProviderKey.objects.exists()

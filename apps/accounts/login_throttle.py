@@ -2,13 +2,15 @@
 
 Failures are counted by Django's ``user_login_failed`` signal, which every ``authenticate()`` sends, so
 a new sign-in path is counted without doing anything. They are counted per account and per client
-address (an address gets more room because many people can share one), for
+address (an address gets more room because many people can share one; an IPv6 address counts by its
+/64, which one subscriber gets whole), for
 ``GATEWAY_LOGIN_FAILURE_WINDOW_SECONDS`` from the first failure. Once either count reaches its limit,
 ``ThrottledModelBackend`` refuses every attempt, even with the right password, until the window passes;
 the login paths ask ``locked_out`` first so they can say why.
 """
 
 import hashlib
+import ipaddress
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -31,11 +33,25 @@ def _account_key(username: str) -> str:
     return f"login-failures:email:{digest}"
 
 
+def _address_key(client_ip: str) -> str:
+    """An IPv4 address as it is; an IPv6 address as its /64: a network hands a subscriber a whole /64,
+    so counting single addresses would give one attacker 2**64 fresh counters."""
+    try:
+        address = ipaddress.ip_address(client_ip)
+    except ValueError:
+        return f"login-failures:ip:{client_ip}"
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return f"login-failures:ip:{address.ipv4_mapped}"
+        return f"login-failures:ip:{ipaddress.IPv6Network((int(address) >> 64 << 64, 64))}"
+    return f"login-failures:ip:{address}"
+
+
 def _keys(username: str, client_ip: str) -> list[tuple[str, int]]:
     limit = settings.GATEWAY_LOGIN_FAILURE_LIMIT
     keys = [(_account_key(username), limit)]
     if client_ip:  # without a request (a shell, a script) there is no address to hold to account
-        keys.append((f"login-failures:ip:{client_ip}", limit * 4))
+        keys.append((_address_key(client_ip), limit * 4))
     return keys
 
 

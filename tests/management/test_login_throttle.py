@@ -117,3 +117,27 @@ def test_sign_ins_without_a_request_count_against_the_account_but_share_no_addre
 
     assert authenticate(username=staff.email, password=PASSWORD) is None
     assert_error(api_login(api_client, staff.email), 429, "too_many_login_attempts")
+
+
+def test_failures_from_one_ipv6_slash_64_count_as_one_address(staff, api_client):
+    """One IPv6 subscriber gets a whole /64: a new address for every guess must not escape the limit."""
+    for i in range(settings.GATEWAY_LOGIN_FAILURE_LIMIT * 4):
+        admin_login(Client(REMOTE_ADDR=f"2001:db8:1:2::{i + 1:x}"), f"guess-{i}@example.com", WRONG)
+
+    same_network = api_client.post(
+        "/api/v1/auth/login",
+        {"email": staff.email, "password": PASSWORD},
+        format="json",
+        REMOTE_ADDR="2001:db8:1:2:ffff:ffff:ffff:fffe",
+    )
+    assert_error(same_network, 429, "too_many_login_attempts")
+    assert admin_login(Client(REMOTE_ADDR="2001:db8:1:3::1"), staff.email, PASSWORD).status_code == 302
+    assert admin_login(Client(REMOTE_ADDR="192.0.2.44"), staff.email, PASSWORD).status_code == 302
+
+
+def test_failures_from_ipv4_addresses_count_per_address(staff):
+    for i in range(settings.GATEWAY_LOGIN_FAILURE_LIMIT * 4):
+        admin_login(Client(REMOTE_ADDR="198.51.100.7"), f"guess-{i}@example.com", WRONG)
+
+    assert b"Too many" in admin_login(Client(REMOTE_ADDR="198.51.100.7"), staff.email, PASSWORD).content
+    assert admin_login(Client(REMOTE_ADDR="198.51.100.8"), staff.email, PASSWORD).status_code == 302

@@ -43,11 +43,9 @@ class ProviderKeyForm(forms.ModelForm):
         adding = self.instance._state.adding
         if adding and not cleaned.get("secret"):
             self.add_error("secret", "A new provider key needs its secret.")
-        if not adding and "base_url" in self.changed_data and not cleaned.get("secret"):
-            self.add_error(
-                "secret",
-                "A new base URL needs the secret again: the stored one is never sent to a new address.",
-            )
+        # The service's rule, asked here so the form comes back with what was typed.
+        if not adding and services.base_url_needs_secret(self.changed_data, cleaned.get("secret")):
+            self.add_error("secret", services.KEY_REQUIRED_MESSAGE)
         # Checked again only when it changes: a later, stricter setting must not block draining a key.
         if cleaned.get("base_url") and (adding or "base_url" in self.changed_data):
             try:

@@ -1,3 +1,5 @@
+from collections.abc import Iterable
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -18,16 +20,22 @@ def provider_key_create(*, organization: Organization, secret: str, **fields) ->
 
 
 KEY_REQUIRED_MESSAGE = (
-    "Changing base_url needs the secret again (key): the stored one is never sent to a new address."
+    "Changing the base URL needs the secret again: the stored one is never sent to a new address."
 )
+
+
+def base_url_needs_secret(changed: Iterable[str], secret: str | None) -> bool:
+    """The rule, in one place (the admin form asks it too, to show the form again rather than a
+    message): a change of ``base_url`` must bring the secret. Otherwise whoever may edit a key could
+    point it at a server of their own and read the stored secret off the first request."""
+    return "base_url" in changed and not secret
 
 
 @transaction.atomic
 def provider_key_update(*, provider_key: ProviderKey, secret: str | None = None, **changes) -> ProviderKey:
-    """Applies ``changes``; a ``secret`` also rotates the key. Setting ``base_url`` needs the secret:
-    otherwise whoever may edit a key could point it at a server of their own and read the stored
-    secret off the first request."""
-    if "base_url" in changes and not secret:
+    """Applies ``changes``; a ``secret`` also rotates the key. Setting ``base_url`` needs the secret
+    (``base_url_needs_secret``)."""
+    if base_url_needs_secret(changes, secret):
         raise InvalidRequest(
             KEY_REQUIRED_MESSAGE, code="key_required", fields={"key": [KEY_REQUIRED_MESSAGE]}
         )

@@ -2,6 +2,9 @@
 proxy named in GATEWAY_TRUSTED_PROXIES; from anyone else it is just a header the client wrote."""
 
 import re
+import subprocess
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -14,9 +17,9 @@ from apps.outbox.outbox import outbox
 from apps.proxy.upstream import close_sessions
 from gateway_project.asgi import application, http_app
 from gateway_project.client_address import parse_trusted_proxies, trust_forwarded_for
-from tests.factories import PASSWORD
-from tests.proxy.conftest import add_alias_async, add_provider_key_async, bearer
-from tests.servers import ROOT, daphne_server
+from tests.factories import PASSWORD, create_api_key
+from tests.proxy.conftest import add_alias, add_alias_async, add_provider_key, add_provider_key_async, bearer
+from tests.servers import ROOT, daphne_server, free_port, subprocess_env, wait_until_serving
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -205,3 +208,86 @@ def test_daphne_honours_gateway_trusted_proxies(tmp_path, live_owner):
 
         assert sign_in("203.0.113.9") == 429
         assert sign_in("203.0.113.10") == 200
+
+
+# --- The command line scripts/run.sh serves with --------------------------------------------------------
+
+
+def run_script_daphne_command(port: int) -> list[str]:
+    """Daphne's command line as scripts/run.sh writes it, expanded by bash, on ``port``: the test
+    serves with the script's own arguments, whatever they become."""
+    script = (ROOT / "scripts" / "run.sh").read_text()
+    commands = [c.strip() for c in script.replace("\\\n", " ").splitlines() if not c.lstrip().startswith("#")]
+    [bin_line] = [c for c in commands if c.startswith("BIN=")]
+    [daphne] = [c for c in commands if re.match(r"^(exec\s+)?\S*daphne[\"\s]", c)]
+    daphne = daphne.removeprefix("exec").strip()
+    expand = f'{bin_line}; HOST=127.0.0.1; PORT={port}; args=({daphne}); printf "%s\\0" "${{args[@]}}"'
+    expanded = subprocess.run(["bash", "-c", expand], cwd=ROOT, capture_output=True, text=True, check=True)
+    return expanded.stdout.split("\0")[:-1]
+
+
+@contextmanager
+def served_as_run_sh(data_dir: Path):
+    port = free_port()
+    log = open(data_dir / f"daphne-{port}.log", "w+b")
+    process = subprocess.Popen(
+        run_script_daphne_command(port), cwd=ROOT, env=subprocess_env(data_dir), stdout=log, stderr=log
+    )
+    try:
+        wait_until_serving(f"http://127.0.0.1:{port}", process, log)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+def audit_entry_of(request_id: str, data_dir: Path) -> AuditEntry:
+    """The entry the server spooled, once an ingest (as on a node without a Celery worker) wrote it."""
+    ingest = subprocess.Popen(
+        [".venv/bin/python", "manage.py", "outbox_ingest", "--interval", "0.05"],
+        cwd=ROOT,
+        env=subprocess_env(data_dir),
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not AuditEntry.objects.filter(id=request_id).exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        ingest.terminate()
+        ingest.wait(20)
+    return AuditEntry.objects.get(id=request_id)
+
+
+def test_the_run_scripts_daphne_records_the_real_peer_whatever_forwarded_for_says(
+    tmp_path, organization, upstream
+):
+    """No trusted proxies (the default): a client's X-Forwarded-For changes nothing, under the server
+    exactly as scripts/run.sh starts it (``daphne --proxy-headers`` would record the forged value)."""
+    add_provider_key(organization, upstream, secret="sk-upstream-one")
+    add_alias(organization, "fast", ("openai", "gpt-4o-mini"))
+    _, secret = create_api_key(organization)
+
+    with served_as_run_sh(tmp_path) as base_url:
+        response = httpx.post(
+            f"{base_url}/v1/chat/completions",
+            json={"model": "fast", "messages": HELLO},
+            headers={**bearer(secret), "X-Forwarded-For": "203.0.113.66, 10.1.2.3"},
+            timeout=30,
+        )
+        assert response.status_code == 200, response.text
+        entry = audit_entry_of(response.headers["x-gateway-request-id"], tmp_path)
+
+    assert entry.client_ip == "127.0.0.1"
+
+
+def test_the_run_scripts_daphne_command_line_is_read_from_the_script():
+    command = run_script_daphne_command(8123)
+
+    assert Path(command[0]).name == "daphne"
+    assert command[-1] == "gateway_project.asgi:application"
+    assert ["-p", "8123"] == command[command.index("-p") : command.index("-p") + 2]

@@ -314,17 +314,20 @@ GATEWAY_UPSTREAM_MAX_CONNECTIONS = env_number(
 )
 
 # --- The off-request path (apps/outbox) and the audit log (apps/audit) -----------------------
-# Where a worker spools what it could not write (database down); replayed when it is back. Keep it
-# on a persistent local disk.
+# This node's spool: every server process appends what a request leaves behind here as the answer
+# is sent; the ingest (a Celery worker's thread, or `manage.py outbox_ingest`) writes it to the
+# database. Keep it on a persistent local disk (docs/audit-log.md).
 GATEWAY_OUTBOX_DIR = env.str("GATEWAY_OUTBOX_DIR", default=str(DATA_DIR / "outbox"))
-GATEWAY_OUTBOX_BATCH_SIZE = env.int("GATEWAY_OUTBOX_BATCH_SIZE", default=500)
-# in_process: a thread of each server process writes to the database (nothing else to run).
-# ingest_process: server processes only spool, and `manage.py outbox_ingest` (one per node, started
-# by `make run` in this mode) writes; the server's CPU then goes to requests alone (docs/benchmarks.md).
-GATEWAY_OUTBOX_DELIVERY = env_choice(
-    "GATEWAY_OUTBOX_DELIVERY", choices=("in_process", "ingest_process"), default="in_process"
+# How often a server process fsyncs its spool file and hands it to the ingest: the most a machine
+# crash can lose (a killed process loses nothing), and about how soon entries reach the database.
+GATEWAY_OUTBOX_FSYNC_SECONDS = env_number(
+    "GATEWAY_OUTBOX_FSYNC_SECONDS", default=0.2, minimum=0.01, maximum=60.0
 )
-GATEWAY_OUTBOX_FLUSH_SECONDS = env.float("GATEWAY_OUTBOX_FLUSH_SECONDS", default=0.2)
+# How often the ingest looks at the spool, and how many items it writes per insert.
+GATEWAY_OUTBOX_INGEST_SECONDS = env_number(
+    "GATEWAY_OUTBOX_INGEST_SECONDS", default=0.2, minimum=0.01, maximum=60.0
+)
+GATEWAY_OUTBOX_BATCH_SIZE = env_number("GATEWAY_OUTBOX_BATCH_SIZE", default=500, minimum=1, maximum=10_000)
 # Off only to measure what the audit path costs (make bench); a gateway without it has no audit log.
 GATEWAY_AUDIT_ENABLED = env.bool("GATEWAY_AUDIT_ENABLED", default=True)
 # Request and response bodies kept in an audit entry are cut at this many bytes each.

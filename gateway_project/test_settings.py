@@ -42,4 +42,4 @@ GATEWAY_ALLOW_PRIVATE_UPSTREAMS = True
 
 # Each run spools to its own directory, never the developer's.
 GATEWAY_OUTBOX_DIR = str(DATA_DIR / f"outbox-test-{os.getpid()}")
-GATEWAY_OUTBOX_FLUSH_SECONDS = 0.02
+GATEWAY_OUTBOX_FSYNC_SECONDS = 0.02

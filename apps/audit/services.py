@@ -1,8 +1,10 @@
 """Writing the audit log: every proxied request's record becomes one entry, off the request.
 
-The proxy hands each finished request's record to ``on_record`` listeners (apps/proxy/records.py);
-the listener here only puts it in the outbox (apps/outbox), whose writer thread turns it into a row
-(``entry_payload``) and bulk-inserts batches (``audit_entries_write``), idempotently by request id.
+The proxy hands each finished request's record over with ``records.emit``; the listener here puts it
+in the outbox (apps/outbox), which appends it to this node's spool as a plain payload
+(``records.record_payload``) before the answer reaches the client. The ingest hands batches of those
+payloads to ``audit_entries_write``: each becomes a row (``entry_payload``, bodies redacted there)
+inserted idempotently by request id.
 """
 
 import time
@@ -11,10 +13,11 @@ from typing import Any
 from django.conf import settings
 from django.db import connections, models, transaction
 
-from apps.outbox.outbox import outbox
+from apps.outbox.outbox import outbox, register
 
 from .entry_values import entry_values
 from .models import AuditEntry
+from .records import RequestRecord, on_record, record_from_payload, record_payload
 from .redaction import kept_body, mask_secrets
 from .rollups import secondary_update
 
@@ -22,24 +25,23 @@ KIND = "audit"
 
 
 def connect() -> None:
-    """Called once at start-up (AuditConfig.ready). ``GATEWAY_AUDIT_ENABLED=false`` leaves the
-    proxy without an audit log: only for measuring what the audit path costs (make bench)."""
-    from apps.proxy.records import on_record
-
-    outbox().register(KIND, audit_entries_write, prepare=entry_payload)
+    """Called once at start-up (AuditConfig.ready), in every process. ``GATEWAY_AUDIT_ENABLED=false``
+    leaves the proxy without an audit log: only for measuring what the audit path costs (make bench)."""
+    register(KIND, audit_entries_write, payload=record_payload)
     if settings.GATEWAY_AUDIT_ENABLED:
-        on_record(_enqueue)
+        on_record(_spool)
 
 
-def _enqueue(record) -> None:
+def _spool(record: RequestRecord) -> None:
     # Requests refused before their key was known belong to no organization: they are in the server
     # log only.
     if record.organization_id is not None:
         outbox().put(KIND, record)
 
 
-def entry_payload(record) -> dict[str, Any]:
-    """A request record as a JSON-able row; runs on the outbox's thread, never on the request."""
+def entry_payload(record: RequestRecord) -> dict[str, Any]:
+    """A request record as a row, bodies redacted as the organization chose; runs in the ingest,
+    never on the request."""
     usage = record.usage
     limit = settings.GATEWAY_AUDIT_MAX_BODY_BYTES
     return {
@@ -100,9 +102,10 @@ def audit_entries_write(payloads: list[dict[str, Any]]) -> None:
     counted again in the aggregates. The aggregates (secondary path) are updated after the entries
     are safely written, and their failure never fails the write.
 
-    Every value is first put in its column's terms (entry_values.py): whatever a client sent, the
-    database takes the row, so no request falls out of the log or the spend totals."""
-    payloads = [entry_values(payload) for payload in payloads]
+    ``payloads`` are spooled records (``record_payload``, of this release or an older one). Every
+    value is put in its column's terms (entry_values.py): whatever a client sent, the database takes
+    the row, so no request falls out of the log or the spend totals."""
+    payloads = [entry_values(entry_payload(record_from_payload(payload))) for payload in payloads]
     ids = [payload["id"] for payload in payloads]
     existing = {str(pk) for pk in AuditEntry.objects.filter(id__in=ids).values_list("id", flat=True)}
     new = [payload for payload in payloads if payload["id"] not in existing]
@@ -148,6 +151,6 @@ def _insert(payloads: list[dict[str, Any]]) -> None:
             ]
         )
         if number % 20 == 19:
-            time.sleep(0)  # a writer inside a server process lets its event loop in (Outbox._prepared)
+            time.sleep(0)  # an ingest thread in a worker lets the worker's own threads in
     with transaction.atomic(), database.cursor() as cursor:
         cursor.executemany(sql, rows)

@@ -1,237 +1,316 @@
-"""A durable local spool: what the outbox could not deliver (or, with an ingest process, does not
-deliver itself) waits here, on disk, until it can.
+"""The spool: what a request leaves behind (its audit entry; budget and webhook events next), on
+this node's disk, from the moment the answer is sent until the ingest has written it.
 
-Each process appends to its own file (a line per batch: the items pickled, then encrypted and
-authenticated with the gateway's Fernet keys; flushed and fsynced) named
-``<pid>-<time>-<n>.jsonl.open`` while it writes, and renamed ``.jsonl`` when sealed. A sealed file is
-replayed by whichever process claims it first: claiming is an atomic rename to
-``.jsonl.replaying-<pid>``, so two workers never replay the same file. A replayed file is deleted only
-after every entry in it was delivered; handlers are idempotent, so a file replayed twice after a crash
-does no harm. Files left open or claimed by a process that died are put back at start-up.
+Files in ``GATEWAY_OUTBOX_DIR`` (the directory 0700, every file 0600):
 
-Items that a handler refuses while the database answers go to ``dead-letter.jsonl.failed``, lines in
-the same encrypted format, for ``manage.py outbox_replay``. The directory is made 0700 and every
-file in it 0600: the lines are encrypted, and the names are nobody else's business either.
+    <pid>-<ns>-<n>.spool.open   being appended by one server process, which holds an flock on it
+    <pid>-<ns>-<n>.spool        sealed (fsynced, closed) by that process, waiting for the ingest
+    <pid>-<ns>-<n>.corrupt      the lines of that spool file the ingest could not read, as they were
+    dead-letters.failed         items a kind's handler refused while the database answered
+    dead-letters.corrupt        dead-letter lines that could not be read, as they were
+
+One line per item, written with a single ``write`` as the item is put: the kernel keeps it when the
+process dies, so a killed server loses nothing; it reaches the disk at the next ``fsync``, which the
+writer's own thread does every ``GATEWAY_OUTBOX_FSYNC_SECONDS`` when it seals the file (a machine
+crash loses at most that much). The ingest takes a file by taking its flock without waiting: a
+sealed file once its writer let go, an ``.open`` file only when its writer has died (the kernel
+drops the lock with the process), a file another ingest holds never. So several ingest processes
+may share a directory, and nothing depends on process ids.
+
+A line is ``(kind, payload)`` pickled, then encrypted and authenticated with the gateway's Fernet
+keys (request bodies are data at rest), then base64 (Fernet's own): one line of text. Payloads are
+plain values only (str, bytes, numbers, bools, None, lists, tuples and dicts of them): a class is
+refused when the line is written and when it is read, so a line never depends on a class that a
+later release may have changed (a kind versions its payload itself, as the audit record does).
+Pickle because it runs in C: 4 us a request record, where ``json.dumps`` took 28 us (and would
+need the bodies re-encoded) — this runs on the server's event loop.
 """
 
 import fcntl
-import json
+import io
 import logging
 import os
 import pickle
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from apps.core import crypto
 
 logger = logging.getLogger(__name__)
 
-
-class UnreadableSpool(Exception):
-    """A spool line this gateway's keys cannot decrypt (the keys changed, or it was tampered with)."""
-
-
-_OPEN = ".open"
-_CLAIMED = ".replaying-"
-DEAD_LETTERS = "dead-letter.jsonl.failed"
-UNREADABLE_DEAD_LETTERS = "dead-letter.unreadable"
+SEALED = ".spool"
+OPEN = ".spool.open"
+CORRUPT = ".corrupt"
+DEAD_LETTERS = "dead-letters.failed"
+CORRUPT_DEAD_LETTERS = "dead-letters.corrupt"
 _PRIVATE = 0o600
 
 
-def _encode(entries: list[tuple[str, Any]]) -> bytes:
-    """One line: the pickled items, encrypted (request bodies may hold secrets, and the spool is
-    data at rest) and authenticated (nothing but this gateway can make a line that will be
-    unpickled). Pickle and AES run in C: far cheaper for the server's process than building JSON
-    item by item."""
-    pickled = []
-    for kind, item in entries:
-        pickled.append((kind, pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL)))
-        time.sleep(0)  # the server's event loop shares the GIL: let it in between items
-    return crypto.encrypt_bytes(pickle.dumps(pickled, protocol=pickle.HIGHEST_PROTOCOL))
+class UnreadableLine(Exception):
+    """A spool line that cannot be read: cut by a machine crash, damaged, or encrypted with a key
+    that is no longer in GATEWAY_ENCRYPTION_KEYS."""
 
 
-def _decode(line: str) -> Iterator[tuple[str, Any]]:
+# --- Lines --------------------------------------------------------------------------------------
+
+
+class _PlainPickler(pickle.Pickler):
+    # Called for every object that is not a plain value: refuse it.
+    def reducer_override(self, obj: Any) -> Any:
+        raise TypeError(f"an outbox payload holds plain values only, not {type(obj).__name__}")
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"a spool line holds no class ({module}.{name})")
+
+
+def encode(kind: str, payload: Any) -> bytes:
+    """One line, newline included. Raises ``TypeError`` for a payload that is not plain."""
+    buffer = io.BytesIO()
+    _PlainPickler(buffer, protocol=5).dump((kind, payload))
+    return crypto.encrypt_bytes(buffer.getvalue()) + b"\n"
+
+
+def decode(line: bytes) -> tuple[str, Any]:
+    """``(kind, payload)`` from a line; ``UnreadableLine`` for anything else."""
     try:
-        entries = pickle.loads(crypto.decrypt_bytes(line.encode()))  # noqa: S301
+        # Authenticated first: nothing but this gateway's keys can make a line that gets unpickled,
+        # and even then it may hold no class.
+        kind, payload = _PlainUnpickler(io.BytesIO(crypto.decrypt_bytes(line.strip()))).load()
     except crypto.InvalidToken as error:
-        raise UnreadableSpool("a line cannot be decrypted") from error
-    # Authenticated by the Fernet key above: only this gateway can have written them.
-    for kind, item in entries:
-        yield kind, pickle.loads(item)  # noqa: S301
+        raise UnreadableLine("the line cannot be decrypted with GATEWAY_ENCRYPTION_KEYS") from error
+    except Exception as error:  # an authenticated line that is not ours to read (a bug, not a client)
+        raise UnreadableLine(f"the line is not an outbox item ({type(error).__name__})") from error
+    if not isinstance(kind, str):
+        raise UnreadableLine("the line is not an outbox item")
+    return kind, payload
 
 
-def _open_private(path: Path) -> int:
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, _PRIVATE)
+# --- Writing: one file per server process at a time ----------------------------------------------
 
 
-class Spool:
+def make_directory(directory: Path) -> None:
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
+def _open_locked(path: Path) -> int:
+    """Opens (creating, 0600) and flocks ``path``; if an ingest removed the file between the two
+    (it found it empty and free), opens it again, so nothing is ever appended to a removed file."""
+    while True:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, _PRIVATE)
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        if _same_file(descriptor, path):
+            return descriptor
+        os.close(descriptor)
+
+
+class SpoolWriter:
+    """This process's spool file. ``append`` is called on the request's event loop: one
+    ``write``, no fsync; ``seal`` (the writer's thread, and at exit) fsyncs the file and hands it
+    to the ingest."""
+
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self._file = None
+        self._lock = threading.Lock()  # held by append for one write; by seal for a swap
+        self._sealing = threading.Lock()  # one seal at a time: a seal returns once its file is sealed
+        self._descriptor: int | None = None
         self._path: Path | None = None
-        self._opened_at = 0.0
         self._sequence = 0
 
-    def append(self, entries: list[tuple[str, Any]]) -> None:
-        """Writes ``(kind, item)`` entries durably; items must pickle (dicts, the proxy's records)."""
-        if not entries:
-            return
-        if self._file is None:
-            self._make_directory()
-            self._sequence += 1
-            name = f"{os.getpid()}-{time.time_ns()}-{self._sequence}.jsonl{_OPEN}"
-            self._path = self.directory / name
-            self._opened_at = time.monotonic()
-            self._file = open(_open_private(self._path), "a", encoding="utf-8")
-        line = _encode(entries)  # one line per batch
-        self._file.write(line.decode() + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
+    def append(self, line: bytes) -> None:
+        with self._lock:
+            if self._descriptor is None:
+                self._open()
+            written = os.write(self._descriptor, line)
+            if written != len(line):
+                # Only a full disk cuts a write to a file: this file ends on the cut line (the
+                # ingest sets it aside) and the next line starts a new one.
+                self._seal_now()
+                raise OSError(f"the spool file was cut ({written} of {len(line)} bytes written)")
 
-    def _make_directory(self) -> None:
-        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    def _open(self) -> None:
+        make_directory(self.directory)
+        self._sequence += 1
+        self._path = self.directory / f"{os.getpid()}-{time.time_ns()}-{self._sequence}{OPEN}"
+        self._descriptor = _open_locked(self._path)
 
     def seal(self) -> None:
-        """Closes the file being written, so that it can be replayed."""
-        if self._file is not None:
-            self._file.close()
-            assert self._path is not None
-            self._path.rename(self._path.with_name(self._path.name.removesuffix(_OPEN)))
-            self._file = self._path = None
+        """Fsyncs the file being written and renames it ``.spool``; the next append starts a new
+        one. The fsync runs outside the append lock, so requests never wait for the disk; a seal
+        that finds another in progress returns after it, so what was appended before is sealed."""
+        with self._sealing:
+            with self._lock:
+                descriptor, path = self._descriptor, self._path
+                self._descriptor = self._path = None
+            if descriptor is not None:
+                _finish(descriptor, path)
 
-    def age(self) -> float:
-        """Seconds since the file being written was opened."""
-        return time.monotonic() - self._opened_at
+    def _seal_now(self) -> None:
+        descriptor, path = self._descriptor, self._path
+        self._descriptor = self._path = None
+        _finish(descriptor, path)
 
     @property
     def writing(self) -> bool:
-        return self._file is not None
+        return self._descriptor is not None
 
-    def sealed_files(self) -> list[Path]:
-        if not self.directory.exists():
-            return []
-        return sorted(path for path in self.directory.iterdir() if path.name.endswith(".jsonl"))
 
-    def has_pending(self) -> bool:
-        return self.writing or bool(self.sealed_files())
+def _finish(descriptor: int, path: Path) -> None:
+    try:
+        os.fsync(descriptor)
+        path.rename(path.with_name(path.name.removesuffix(OPEN) + SEALED))
+    finally:
+        os.close(descriptor)  # lets the ingest take it
 
-    def claim(self, path: Path) -> Path | None:
-        claimed = path.with_name(f"{path.name}{_CLAIMED}{os.getpid()}")
+
+# --- Reading: the ingest ------------------------------------------------------------------------
+
+
+def waiting_files(directory: Path) -> list[Path]:
+    """Spool files, sealed or left open, oldest first (names start with the writer's pid and a
+    nanosecond time; sorted by the time)."""
+    if not directory.exists():
+        return []
+    names = [path for path in directory.iterdir() if path.name.endswith((SEALED, OPEN))]
+    return sorted(names, key=_written_at)
+
+
+def _written_at(path: Path) -> tuple[int, str]:
+    parts = path.name.split("-", 2)
+    try:
+        return int(parts[1]), path.name
+    except (IndexError, ValueError):
+        return 0, path.name
+
+
+@contextmanager
+def taken(path: Path) -> Iterator[BinaryIO | None]:
+    """The file, open for reading and flocked by this process; None while its writer or another
+    ingest holds it, or when it is gone."""
+    try:
+        file = open(path, "rb")  # closed below, after the lock is released
+    except FileNotFoundError:
+        yield None
+        return
+    try:
         try:
-            path.rename(claimed)
-        except FileNotFoundError:
-            return None  # another process claimed it first
-        return claimed
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield None
+            return
+        # Another ingest may have finished it and removed it between our open and our lock.
+        yield file if _same_file(file.fileno(), path) else None
+    finally:
+        file.close()
 
-    @staticmethod
-    def release(claimed: Path) -> None:
-        claimed.rename(claimed.with_name(claimed.name.split(_CLAIMED, 1)[0]))
 
-    @staticmethod
-    def read(claimed: Path) -> Iterator[tuple[str, Any]]:
-        with open(claimed, encoding="utf-8") as lines:
-            for number, line in enumerate(lines, start=1):
-                if not line.endswith("\n"):
-                    # A line cut by a crash mid-write was never acknowledged; everything before counts.
-                    logger.warning("Outbox spool %s: incomplete line %d skipped", claimed.name, number)
-                    continue
-                try:
-                    yield from _decode(line.rstrip("\n"))
-                except UnreadableSpool as error:
-                    raise UnreadableSpool(f"line {number} cannot be decrypted") from error
-
-    # --- Dead letters -------------------------------------------------------------------------------
-
-    def dead_letter(self, entries: list[tuple[str, Any]]) -> None:
-        """Appends ``(kind, item)`` entries to the dead-letter file, encrypted, fsynced, 0600."""
-        line = _encode(entries) + b"\n"
-        self._make_directory()
-        path = self.directory / DEAD_LETTERS
-        while True:
-            with open(_open_private(path), "ab") as file:
-                # outbox_replay claims the file by renaming it, then takes this lock to wait for a
-                # writer in the middle of a line; a writer that opened the file before the rename
-                # finds it renamed once it holds the lock, and writes to a new one.
-                fcntl.flock(file, fcntl.LOCK_EX)
-                if not _same_file(file.fileno(), path):
-                    continue
-                os.fchmod(file.fileno(), _PRIVATE)  # a file written by an older version was 0644
-                file.write(line)
-                file.flush()
-                os.fsync(file.fileno())
-                return
-
-    def claim_dead_letters(self) -> list[Path]:
-        """The dead-letter file, renamed so that new dead letters start a new one, and any claimed
-        file left by a replay that died."""
-        if not self.directory.exists():
-            return []
-        claimed = [
-            path
-            for path in self.directory.glob(f"{DEAD_LETTERS}{_CLAIMED}*")
-            if not _alive(path.name.rsplit(_CLAIMED, 1)[1].split("-", 1)[0])
-        ]
-        path = self.directory / DEAD_LETTERS
-        target = path.with_name(f"{DEAD_LETTERS}{_CLAIMED}{os.getpid()}-{time.time_ns()}")
+def read_lines(file: BinaryIO, size: int, unreadable: list[bytes]) -> Iterator[list[tuple[str, Any]]]:
+    """The file's items in chunks of up to ``size``; lines that cannot be read are added to
+    ``unreadable`` as they were (the last line cut by a machine crash among them)."""
+    chunk: list[tuple[str, Any]] = []
+    for line in file:
+        if not line.strip():
+            continue
         try:
-            path.rename(target)
-        except FileNotFoundError:
-            return claimed
-        with open(target, "rb") as file:
-            fcntl.flock(file, fcntl.LOCK_EX)  # a writer in the middle of a line finishes it first
-        return [*claimed, target]
+            if not line.endswith(b"\n"):
+                raise UnreadableLine("the line was cut")
+            chunk.append(decode(line))
+        except UnreadableLine:
+            unreadable.append(line if line.endswith(b"\n") else line + b"\n")
+            continue
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
-    @staticmethod
-    def read_dead_letters(path: Path) -> Iterator[tuple[str, Any] | str]:
-        """Each item of a dead-letter file as ``(kind, item)``; a line this gateway's keys cannot
-        decrypt as the line itself (a string), to be set aside. Lines of a file written by an older
-        version, JSON in clear, are read too."""
-        with open(path, encoding="utf-8") as lines:
-            for line in lines:
-                line = line.rstrip("\n")
-                if not line:
-                    continue
-                if line.startswith("{"):
-                    try:
-                        legacy = json.loads(line)
-                        yield legacy["kind"], legacy["payload"]
-                    except (ValueError, KeyError, TypeError):
-                        yield line
-                    continue
-                try:
-                    entries = list(_decode(line))
-                except (UnreadableSpool, pickle.UnpicklingError, ValueError):
-                    yield line
-                else:
-                    yield from entries
 
-    def set_aside(self, lines: list[str]) -> Path:
-        """Dead-letter lines that cannot be read, kept as they are for an operator (0600)."""
-        self._make_directory()
-        path = self.directory / UNREADABLE_DEAD_LETTERS
-        with open(_open_private(path), "a", encoding="utf-8") as file:
-            os.fchmod(file.fileno(), _PRIVATE)
-            file.write("".join(f"{line}\n" for line in lines))
+def set_aside(path: Path, lines: list[bytes]) -> Path:
+    """Keeps unreadable lines of ``path`` as they were, in ``<name>.corrupt`` (0600)."""
+    target = path.with_name(path.name.removesuffix(OPEN).removesuffix(SEALED) + CORRUPT)
+    _append_private(target, b"".join(lines))
+    return target
+
+
+def move_aside(path: Path) -> Path:
+    """A whole spool file the ingest cannot get through, renamed ``.corrupt``."""
+    target = path.with_name(path.name.removesuffix(OPEN).removesuffix(SEALED) + CORRUPT)
+    if target.exists():  # lines of it were set aside already: keep both
+        target = target.with_name(f"{target.stem}-{time.time_ns()}{CORRUPT}")
+    path.rename(target)
+    return target
+
+
+# --- Dead letters ---------------------------------------------------------------------------------
+
+
+def dead_letter(directory: Path, items: list[tuple[str, Any]]) -> None:
+    """Appends ``(kind, payload)`` items to the dead-letter file, encrypted, fsynced, 0600."""
+    lines = b"".join(encode(kind, payload) for kind, payload in items)
+    make_directory(directory)
+    path = directory / DEAD_LETTERS
+    while True:
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, _PRIVATE), "ab") as file:
+            # outbox_replay claims the file by renaming it, then takes this lock to wait for a
+            # writer in the middle of a line; a writer that opened the file before the rename finds
+            # it renamed once it holds the lock, and writes to a new one.
+            fcntl.flock(file, fcntl.LOCK_EX)
+            if not _same_file(file.fileno(), path):
+                continue
+            file.write(lines)
             file.flush()
             os.fsync(file.fileno())
-        return path
-
-    def recover(self) -> None:
-        """Puts back files that a process which has died left open or claimed. Called before this
-        process writes or claims anything, so files under its own pid are a previous life's (a
-        container restarts with the same pids)."""
-        if not self.directory.exists():
             return
-        for path in self.directory.iterdir():
-            name = path.name
-            if path == self._path or name.startswith(DEAD_LETTERS):
-                continue  # a dead-letter file left claimed is outbox_replay's (claim_dead_letters)
-            if name.endswith(_OPEN) and not _alive(name.split("-", 1)[0]):
-                path.rename(path.with_name(name.removesuffix(_OPEN)))
-            elif _CLAIMED in name and not _alive(name.rsplit(_CLAIMED, 1)[1]):
-                self.release(path)
+
+
+_CLAIMED = ".replaying-"
+
+
+def claim_dead_letters(directory: Path) -> list[Path]:
+    """The dead-letter file, renamed so that new dead letters start a new one, and any claimed file
+    left by a replay that died (its pid is gone)."""
+    if not directory.exists():
+        return []
+    left = [
+        path
+        for path in directory.glob(f"{DEAD_LETTERS}{_CLAIMED}*")
+        if not _alive(path.name.rsplit(_CLAIMED, 1)[1].split("-", 1)[0])
+    ]
+    path = directory / DEAD_LETTERS
+    target = path.with_name(f"{DEAD_LETTERS}{_CLAIMED}{os.getpid()}-{time.time_ns()}")
+    try:
+        path.rename(target)
+    except FileNotFoundError:
+        return left
+    with open(target, "rb") as file:
+        fcntl.flock(file, fcntl.LOCK_EX)  # a writer in the middle of a line finishes it first
+    return [*left, target]
+
+
+def read_dead_letters(path: Path) -> tuple[list[tuple[str, Any]], list[bytes]]:
+    """The items of a dead-letter file, and the lines that cannot be read."""
+    unreadable: list[bytes] = []
+    with open(path, "rb") as file:
+        items = [item for chunk in read_lines(file, 10_000, unreadable) for item in chunk]
+    return items, unreadable
+
+
+def set_aside_dead_letters(directory: Path, lines: list[bytes]) -> Path:
+    path = directory / CORRUPT_DEAD_LETTERS
+    _append_private(path, b"".join(lines))
+    return path
+
+
+def _append_private(path: Path, data: bytes) -> None:
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, _PRIVATE), "ab") as file:
+        file.write(data)
+        file.flush()
+        os.fsync(file.fileno())
 
 
 def _same_file(descriptor: int, path: Path) -> bool:
@@ -243,7 +322,7 @@ def _same_file(descriptor: int, path: Path) -> bool:
 
 def _alive(pid: str) -> bool:
     if pid == str(os.getpid()):
-        return False  # see recover()
+        return False  # this process is not replaying: a claim under its pid is a previous life's
     try:
         os.kill(int(pid), 0)
     except (ValueError, ProcessLookupError):

@@ -17,6 +17,7 @@ from urllib.parse import quote
 from django.conf import settings
 from django.utils import timezone
 
+from apps.audit.records import RequestRecord, emit
 from apps.core.brand import header_names
 from apps.core.errors import GatewayError, MethodNotAllowed, NotFound
 
@@ -27,7 +28,6 @@ from .endpoints import Endpoint
 from .errors import InternalError, error_response_parts
 from .http import ProxyRequest, ProxyResponse, ProxyStream, decode_headers, read_body
 from .key_usage import key_usage
-from .records import RequestRecord, emit
 
 logger = logging.getLogger(__name__)
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import aiohttp
 from django.conf import settings
 
+from apps.audit.records import Attempt, RequestRecord
 from apps.core.errors import GatewayError
 
 from .adapters import adapter_for
@@ -31,7 +32,6 @@ from .adapters.base import (
 )
 from .answers import StreamOutcome
 from .http import NestedTooDeeply
-from .records import Attempt, RequestRecord
 from .routing import Candidate, breaker
 from .scrubbing import scrub
 from .upstream import post

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from apps.audit.records import RequestRecord
 from apps.core.brand import header_names
 from apps.core.errors import PermissionDenied
 from apps.teams.selectors import TeamSnapshot
@@ -30,7 +31,6 @@ from .auth import AuthenticatedKey
 from .config import OrganizationConfig
 from .errors import StreamInterrupted, error_event
 from .http import ProxyRequest, ProxyResponse, ProxyStream
-from .records import RequestRecord
 from .routing import allowed_regions
 
 if TYPE_CHECKING:

@@ -1,67 +1,28 @@
-"""The outbox delivers everything put into it exactly once in effect, whatever the database does."""
+"""The outbox writes everything put into it exactly once in effect, whatever the database does:
+every item is on the spool when ``put`` returns, and the ingest writes it."""
 
 import os
-import time
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
 
-from apps.outbox.outbox import Outbox
-
-
-class Database:
-    """Stands for the database behind a handler: up or down, and what it holds."""
-
-    def __init__(self) -> None:
-        self.up = True
-        self.rows: dict[str, dict] = {}
-        self.calls = 0
-
-    def write(self, payloads: list[dict]) -> None:
-        self.calls += 1
-        if not self.up:
-            raise ConnectionError("database unavailable")
-        if any(payload.get("poison") for payload in payloads):
-            raise ValueError("this row violates a constraint")
-        for payload in payloads:
-            self.rows.setdefault(payload["id"], payload)  # idempotent, like ignore_conflicts
-
-
-class ProbedOutbox(Outbox):
-    """The outbox, with its database probe answered by ``Database.up`` instead of a SELECT 1."""
-
-    def __init__(self, database: Database, spool_dir: Path, **kwargs) -> None:
-        kwargs.setdefault("retries", ())
-        kwargs.setdefault("flush_seconds", 0.01)
-        kwargs.setdefault("probe_seconds", 0.0)
-        super().__init__(spool_dir, **kwargs)
-        self.database = database
-        self.register("row", database.write)
-
-    def _database_answers(self) -> bool:
-        return self.database.up
-
-
-def settle(box: Outbox, done) -> None:
-    """Lets the writer run until ``done()`` holds (replays happen on its later rounds)."""
-    deadline = time.monotonic() + 5
-    while not done() and time.monotonic() < deadline:
-        box.flush()
-        time.sleep(0.01)
-    assert done()
-
-
-@pytest.fixture
-def database():
-    return Database()
+from apps.outbox import spool
+from apps.outbox.ingest import Ingest
+from apps.outbox.outbox import Outbox, register, unregister
+from tests.outbox.conftest import KIND, Database
+from tests.servers import ROOT
 
 
 @pytest.fixture
 def make_outbox(database, tmp_path):
     made = []
 
-    def make(**kwargs) -> ProbedOutbox:
-        box = ProbedOutbox(database, tmp_path / "spool", **kwargs)
+    def make(**kwargs) -> Outbox:
+        kwargs.setdefault("retries", ())
+        box = Outbox(tmp_path / "spool", probe=lambda: database.up, **kwargs)
         made.append(box)
         return box
 
@@ -70,122 +31,213 @@ def make_outbox(database, tmp_path):
         box.close()
 
 
-def test_it_delivers_in_batches(make_outbox, database):
+def spool_files(directory: Path) -> list[Path]:
+    return sorted(path for path in directory.iterdir() if path.name.endswith((spool.SEALED, spool.OPEN)))
+
+
+def test_every_item_is_on_the_spool_when_put_returns_and_nothing_is_written_on_put(
+    make_outbox, database, tmp_path
+):
+    box = make_outbox(fsync_seconds=60)
+    for n in range(50):
+        box.put(KIND, {"id": str(n)})
+
+    assert database.calls == 0  # nothing reaches the database on the request
+    [open_file] = spool_files(tmp_path / "spool")
+    assert open_file.name.endswith(".spool.open")
+    with open(open_file, "rb") as file:
+        unreadable: list[bytes] = []
+        [items] = list(spool.read_lines(file, 100, unreadable))
+    assert [payload["id"] for _, payload in items] == [str(n) for n in range(50)]
+    assert not unreadable
+
+
+def test_it_writes_in_batches(make_outbox, database):
     box = make_outbox(batch_size=100)
     for n in range(1000):
-        box.put("row", {"id": str(n)})
+        box.put(KIND, {"id": str(n)})
 
     assert box.flush()
     assert len(database.rows) == 1000
-    assert database.calls <= 20  # batches, not one write per item
+    assert database.calls == 10  # batches, not one write per item
     assert box.delivered == 1000
 
 
-def test_while_the_database_is_down_items_are_spooled_and_replayed_when_it_is_back(
+def test_the_writer_thread_seals_its_file_every_fsync_interval(make_outbox, database, tmp_path):
+    box = make_outbox(fsync_seconds=0.01)
+    box.put(KIND, {"id": "1"})
+    for _ in range(500):
+        if spool_files(tmp_path / "spool")[0].name.endswith(".spool"):
+            break
+        threading.Event().wait(0.01)
+    [sealed] = spool_files(tmp_path / "spool")
+    assert sealed.name.endswith(".spool")
+
+
+def test_while_the_database_is_down_the_spool_keeps_everything_until_it_is_back(
     make_outbox, database, tmp_path
 ):
     box = make_outbox(batch_size=50)
     database.up = False
     for n in range(300):
-        box.put("row", {"id": str(n)})
-    assert box.flush()
+        box.put(KIND, {"id": str(n)})
+
+    assert not box.flush()
     assert database.rows == {}
-    assert box.spilled == 300
-    assert list((tmp_path / "spool").iterdir())  # on disk, not only in memory
+    assert spool_files(tmp_path / "spool")  # on disk, not only in memory
 
     database.up = True
-    box.put("row", {"id": "after"})
-    settle(box, lambda: len(database.rows) == 301)
+    box.put(KIND, {"id": "after"})
+    assert box.flush()
 
     assert set(database.rows) == {str(n) for n in range(300)} | {"after"}
-    assert not [p for p in (tmp_path / "spool").iterdir() if p.name.endswith((".jsonl", ".open"))]
+    assert not spool_files(tmp_path / "spool")
 
 
 def test_a_bad_item_is_dead_lettered_and_never_blocks_the_others(make_outbox, database, tmp_path):
     box = make_outbox(batch_size=10)
     for n in range(10):
-        box.put("row", {"id": str(n), "poison": n == 4})
+        box.put(KIND, {"id": str(n), "poison": n == 4})
 
     assert box.flush()
 
     assert set(database.rows) == {str(n) for n in range(10)} - {"4"}
     assert box.dead_lettered == 1
-    [(kind, item)] = box.spool.read_dead_letters(tmp_path / "spool" / "dead-letter.jsonl.failed")
-    assert (kind, item["id"]) == ("row", "4")
+    items, _ = spool.read_dead_letters(tmp_path / "spool" / "dead-letters.failed")
+    assert [(kind, item["id"]) for kind, item in items] == [(KIND, "4")]
 
 
-def test_closing_drains_what_is_queued_into_the_spool_when_the_database_is_down(
+def test_an_item_of_a_kind_nobody_registered_is_dead_lettered_and_replayed_once_it_is(
     make_outbox, database, tmp_path
 ):
-    first = make_outbox()
-    database.up = False
-    first._stop.set()  # as at shutdown: the writer does not get to run first
-    for n in range(25):
-        first.put("row", {"id": str(n)})
-    first.close()
-    assert database.rows == {}
+    box = make_outbox()
+    box.put("not-yet-a-kind", {"id": "early"})
+    assert box.flush()
+    assert box.dead_lettered == 1
 
-    database.up = True
-    second = make_outbox()  # the next process replays what the first one spooled
-    second.put("row", {"id": "new"})
-    settle(second, lambda: len(database.rows) == 26)
+    later = Database()
+    register("not-yet-a-kind", later.write)  # the release that brings its handler
+    try:
+        report = box.replay_dead_letters()
+    finally:
+        unregister("not-yet-a-kind")
+
+    assert (report.replayed, report.kept) == (1, 0)
+    assert set(later.rows) == {"early"}
 
 
-def test_a_file_left_open_by_a_process_that_died_is_replayed(make_outbox, database, tmp_path):
-    from apps.outbox.spool import Spool
+def test_a_kind_is_one_registration_its_payload_made_by_the_producer_and_written_by_any_ingest(tmp_path):
+    """The producer turns what it is given into a plain payload; a separate ingest (another
+    process in production, here another object with nothing shared but the directory and the
+    registry every process fills at start-up) hands it to the handler."""
+    written: list[dict] = []
 
-    spool = tmp_path / "spool"
-    writer = Spool(spool)
-    writer.append([("row", {"id": f"old-{n}"}) for n in range(3)])
-    written = next(spool.iterdir())
-    writer._file.close()
-    dead_pid = 2**22 + 17  # above any pid_max default: no such process
-    assert not os.path.exists(f"/proc/{dead_pid}")
-    left_open = spool / f"{dead_pid}-1-1.jsonl.open"
-    written.rename(left_open)
-    with open(left_open, "a") as file:
-        file.write("gAAAAAB-cut-mid-line")  # the crash came in the middle of the next batch
+    class Event:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+    register("test-event", written.extend, payload=lambda event: {"v": 1, "name": event.name})
+    try:
+        producer = Outbox(tmp_path / "spool")
+        producer.put("test-event", Event("budget.exceeded"))
+        producer.close()
+        assert Ingest(tmp_path / "spool", probe=lambda: True).run_once()
+    finally:
+        unregister("test-event")
+
+    assert written == [{"v": 1, "name": "budget.exceeded"}]
+
+
+def test_a_payload_that_is_not_plain_is_refused_when_it_is_put(make_outbox, database):
+    box = make_outbox()
+
+    with pytest.raises(TypeError, match="plain values only"):
+        box.put(KIND, {"id": "1", "when": object()})
+
+
+def test_a_file_left_open_by_a_process_that_died_is_written(make_outbox, database, tmp_path):
+    writer = spool.SpoolWriter(tmp_path / "spool")
+    for n in range(3):
+        writer.append(spool.encode(KIND, {"id": f"old-{n}"}))
+    os.close(writer._descriptor)  # the process is gone: the kernel drops its lock, the file stays open
 
     box = make_outbox()
-    box.put("row", {"id": "new"})
-    settle(box, lambda: len(database.rows) == 4)
+    box.put(KIND, {"id": "new"})
+    assert box.flush()
 
     assert set(database.rows) == {"old-0", "old-1", "old-2", "new"}
+    assert not spool_files(tmp_path / "spool")
+
+
+def test_a_file_its_writer_still_holds_is_left_alone(make_outbox, database, tmp_path):
+    writer = spool.SpoolWriter(tmp_path / "spool")
+    writer.append(spool.encode(KIND, {"id": "in-progress"}))
+    ingest = Ingest(tmp_path / "spool", probe=lambda: True)
+
+    assert ingest.run_once()
+    assert database.rows == {}
+
+    writer.seal()
+    assert ingest.run_once()
+    assert set(database.rows) == {"in-progress"}
+
+
+def test_two_ingests_on_one_spool_never_write_a_file_twice(database, tmp_path):
+    directory = tmp_path / "spool"
+    writer = spool.SpoolWriter(directory)
+    for n in range(400):
+        writer.append(spool.encode(KIND, {"id": str(n)}))
+        if n % 10 == 9:
+            writer.seal()
+    ingests = [Ingest(directory, batch_size=7, probe=lambda: True) for _ in range(2)]
+
+    threads = [threading.Thread(target=ingest.run_once) for ingest in ingests]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+
+    assert len(database.written) == 400  # each file taken by exactly one of them
+    assert set(database.rows) == {str(n) for n in range(400)}
 
 
 def test_the_spool_keeps_nothing_in_clear(make_outbox, database, tmp_path):
-    box = make_outbox(deliver=False, seal_seconds=0.0)
-    box.put("row", {"id": "1", "body": "my key is sk-proj-abcdefghijklmnop"})
-    assert box.flush()
+    box = make_outbox()
+    box.put(KIND, {"id": "1", "body": "my key is sk-proj-abcdefghijklmnop"})
     box.close()
 
-    [spooled] = [p for p in (tmp_path / "spool").iterdir() if p.name.endswith(".jsonl")]
+    [spooled] = spool_files(tmp_path / "spool")
     assert b"sk-proj" not in spooled.read_bytes()
 
 
-def test_a_spooling_server_writes_nothing_and_an_ingest_process_delivers_it_all(database, tmp_path):
-    import threading
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("GATEWAY_OUTBOX_BATCH_SIZE", "0"),
+        ("GATEWAY_OUTBOX_FSYNC_SECONDS", "0"),
+        ("GATEWAY_OUTBOX_INGEST_SECONDS", "-1"),
+    ],
+)
+def test_an_out_of_range_setting_stops_the_gateway_at_start_up(variable, value, tmp_path):
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "gateway_project.settings", variable: value}
+    env["GATEWAY_DATA_DIR"] = str(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-c", "import gateway_project.settings"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
-    server = ProbedOutbox(database, tmp_path / "spool", deliver=False, seal_seconds=0.0)
-    for n in range(120):
-        server.put("row", {"id": str(n)})
-    assert server.flush()
-    server._wake.set()
-    server.flush()
-    assert database.calls == 0  # the server process never touched the database
-    server.close()
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr
+    assert variable in result.stderr
 
-    ingest = ProbedOutbox(database, tmp_path / "spool")
-    stop = threading.Event()
-    thread = threading.Thread(target=ingest.ingest_forever, args=(stop, 0.01))
-    thread.start()
-    try:
-        deadline = time.monotonic() + 5
-        while len(database.rows) < 120 and time.monotonic() < deadline:
-            time.sleep(0.01)
-    finally:
-        stop.set()
-        thread.join(5)
 
-    assert set(database.rows) == {str(n) for n in range(120)}
-    assert not [p for p in (tmp_path / "spool").iterdir() if p.name.endswith((".jsonl", ".open"))]
+def test_flush_writes_what_was_put_even_while_the_writer_thread_is_sealing(make_outbox, database):
+    box = make_outbox(fsync_seconds=0.001)
+    for n in range(200):
+        box.put(KIND, {"id": str(n)})
+        assert box.flush()
+        assert str(n) in database.rows

@@ -1,13 +1,15 @@
-"""Delivers what the server processes of this node spooled (GATEWAY_OUTBOX_DELIVERY=ingest_process).
+"""Writes this node's spool to the database: the ingest as a process of its own.
 
-Run one per node, beside the Daphne processes, on the same GATEWAY_OUTBOX_DIR. Several may run at
-once: each spool file is claimed by exactly one. SIGTERM stops it after the file in hand.
+Run one beside the servers on every node that has no Celery worker (a Celery worker runs the same
+ingest in a thread, apps/outbox/worker.py), on the same GATEWAY_OUTBOX_DIR. Several may run at
+once: each spool file is taken by exactly one. SIGTERM stops it after the file in hand.
 """
 
 import os
 import signal
 import threading
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from apps.outbox.outbox import outbox
@@ -17,7 +19,12 @@ class Command(BaseCommand):
     help = "Writes the spooled audit entries (and other outbox items) of this node to the database."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--interval", type=float, default=0.2, help="seconds between looks at the spool")
+        parser.add_argument(
+            "--interval",
+            type=float,
+            default=settings.GATEWAY_OUTBOX_INGEST_SECONDS,
+            help="seconds between looks at the spool (GATEWAY_OUTBOX_INGEST_SECONDS)",
+        )
         parser.add_argument(
             "--nice",
             type=int,
@@ -31,8 +38,7 @@ class Command(BaseCommand):
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
-        box = outbox()
-        box.deliver = True  # this process is the one that delivers
-        self.stdout.write(f"Ingesting {box.spool.directory} every {interval} s")
-        box.ingest_forever(stop, interval=interval)
-        self.stdout.write(f"Stopped: {box.delivered} item(s) delivered")
+        ingest = outbox().ingest
+        self.stdout.write(f"Ingesting {ingest.directory} every {interval} s")
+        ingest.run_forever(stop, interval=interval)
+        self.stdout.write(f"Stopped: {ingest.delivered} item(s) written")

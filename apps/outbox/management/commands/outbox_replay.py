@@ -7,7 +7,8 @@ interrupted does no harm); items it still refuses stay in the dead-letter file f
 
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.outbox.outbox import DatabaseUnavailable, outbox
+from apps.outbox.ingest import DatabaseUnavailable
+from apps.outbox.outbox import outbox
 
 
 class Command(BaseCommand):
@@ -27,5 +28,5 @@ class Command(BaseCommand):
         if report.unreadable:
             self.stderr.write(
                 f"{report.unreadable} line(s) cannot be decrypted with GATEWAY_ENCRYPTION_KEYS (a key "
-                f"removed too early?); set aside in {box.unreadable_dead_letter_path}."
+                f"removed too early?); set aside in {box.corrupt_dead_letter_path}."
             )

@@ -77,8 +77,7 @@ class ProxyApp:
             else:
                 await self.send_response(send, request, response)
         finally:
-            record.latency_ms = round((time.perf_counter() - request.started) * 1000, 2)
-            emit(record)
+            hand_over(request)
 
     async def handle(self, request: ProxyRequest, receive) -> ProxyResponse | ProxyStream:
         methods = ROUTES.get(request.path)
@@ -163,7 +162,7 @@ class ProxyApp:
             **response.headers,
         }
         await send({"type": "http.response.start", "status": response.status, "headers": _encode(headers)})
-        pump = asyncio.ensure_future(_pump(send, response, record if keep_body else None))
+        pump = asyncio.ensure_future(_pump(send, response, request, keep_body))
         watch = asyncio.ensure_future(_until_disconnect(receive))
         try:
             await asyncio.wait({pump, watch}, return_when=asyncio.FIRST_COMPLETED)
@@ -177,20 +176,34 @@ class ProxyApp:
             await response.chunks.aclose()
 
 
-async def _pump(send, response: ProxyStream, record: RequestRecord | None) -> None:
-    """Sends the chunks; keeps what the audit log may store of them when ``record`` is given."""
+def hand_over(request: ProxyRequest) -> None:
+    """Gives the request's record to the audit log, once. Called in the same step as the answer's
+    last send (no await between them), so the entry is on the spool before the event loop can put
+    the end of the answer on the wire: a server killed after a client got its answer loses no entry."""
+    if request.record_handed_over:
+        return
+    request.record_handed_over = True
+    record = request.record
+    record.latency_ms = round((time.perf_counter() - request.started) * 1000, 2)
+    emit(record)
+
+
+async def _pump(send, response: ProxyStream, request: ProxyRequest, keep_body: bool) -> None:
+    """Sends the chunks; keeps what the audit log may store of them when ``keep_body``."""
+    record = request.record
     kept: list[bytes] = []
     size, limit = 0, settings.GATEWAY_AUDIT_MAX_BODY_BYTES
     try:
         async for chunk in response.chunks:
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            if record is not None and size < limit:
+            if keep_body and size < limit:
                 kept.append(chunk)
                 size += len(chunk)
     finally:
-        if record is not None:
+        if keep_body:
             record.response_body = b"".join(kept)
     await send({"type": "http.response.body", "body": b""})
+    hand_over(request)  # the stream's pump task, not send_stream: that one resumes a loop turn later
 
 
 async def _until_disconnect(receive) -> None:

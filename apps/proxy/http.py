@@ -32,6 +32,7 @@ class ProxyRequest:
     request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     started: float = field(default_factory=time.perf_counter)
     body: bytes = b""
+    record_handed_over: bool = False
     # Filled in by the pipeline's stages.
     api_key: Any = None
     config: Any = None

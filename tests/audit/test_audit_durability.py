@@ -177,14 +177,16 @@ def test_every_request_is_in_the_audit_log_after_a_database_outage(organization,
 # --- A server process killed ---------------------------------------------------------------------
 
 
+PATH = "/v1/chat/completions"
 KILL_REQUESTS = 600
 KILL_CONCURRENCY = 16
 KILL_AFTER = 300  # answered requests
 
 
 async def drive_until_killed(base_url: str, secret: str, daphne: subprocess.Popen) -> list[str]:
-    """Sends KILL_REQUESTS at KILL_CONCURRENCY and kills Daphne with SIGKILL once KILL_AFTER were
-    answered, requests in flight; returns the ids of the requests that got an answer."""
+    """Sends KILL_REQUESTS at KILL_CONCURRENCY, half of them streamed, and kills Daphne with SIGKILL
+    once KILL_AFTER were answered, requests in flight; returns the ids of the requests that got a
+    whole answer."""
     answered: list[str] = []
     sent = 0
     async with httpx.AsyncClient(base_url=base_url, timeout=10) as client:
@@ -193,13 +195,17 @@ async def drive_until_killed(base_url: str, secret: str, daphne: subprocess.Pope
             nonlocal sent
             while sent < KILL_REQUESTS and daphne.poll() is None:
                 sent += 1
+                stream = sent % 2 == 0  # half are streams: answered once their [DONE] arrived
+                body = {**HELLO, "stream": stream}
+                headers = {"Authorization": f"Bearer {secret}"}
                 try:
-                    response = await client.post(
-                        "/v1/chat/completions", json=HELLO, headers={"Authorization": f"Bearer {secret}"}
-                    )
+                    async with client.stream("POST", PATH, json=body, headers=headers) as response:
+                        text = (await response.aread()).decode()
                 except httpx.TransportError:
-                    return  # the server is gone: this request got no answer
-                assert response.status_code == 200, response.text
+                    return  # the server is gone: this request got no (whole) answer
+                assert response.status_code == 200, text
+                if stream and not text.rstrip().endswith("data: [DONE]"):
+                    return
                 answered.append(response.headers["x-gateway-request-id"])
                 if len(answered) == KILL_AFTER:
                     os.kill(daphne.pid, signal.SIGKILL)

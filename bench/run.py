@@ -187,9 +187,6 @@ def gateway_env(data_dir: Path) -> dict[str, str]:
     """The environment of every gateway process (migrate, seed, Daphne). GATEWAY_DATA_DIR keeps the
     SQLite file, the generated secrets and Celery's file broker out of the developer's .gateway/."""
     return {
-        # The audit log written as `make run` writes it: by its own ingest process, so the server's
-        # process spends its CPU on requests (GATEWAY_OUTBOX_DELIVERY=in_process measures the other way).
-        "GATEWAY_OUTBOX_DELIVERY": "ingest_process",
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "gateway_project.settings",
         "GATEWAY_DATA_DIR": str(data_dir),
@@ -348,10 +345,10 @@ def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: 
     )
     wait_until_healthy(daphne, gateway_port, "the gateway (Daphne)")
     say(f"gateway (Daphne) on 127.0.0.1:{gateway_port} (pid {daphne.pid})")
-    if env.get("GATEWAY_OUTBOX_DELIVERY") == "ingest_process":
-        # The audit log is written by its own process in this mode, as `make run` starts it.
-        ingest = processes.start("outbox_ingest", [PYTHON, "manage.py", "outbox_ingest"], env)
-        say(f"audit ingest process (pid {ingest.pid})")
+    # Daphne appends each record to its spool; an ingest writes the spool into the database, here
+    # its own process (`make run` runs the same loop as a thread of the Celery worker).
+    ingest = processes.start("outbox_ingest", [PYTHON, "manage.py", "outbox_ingest"], env)
+    say(f"audit ingest process (pid {ingest.pid})")
 
     brand = env.get("GATEWAY_BRAND", "gateway").lower()
     authorization = f"Bearer {seeded['api_key']}"

@@ -4,9 +4,9 @@
 
 Makes ``BENCH_WRITER_ENTRIES`` request records (the proxy's own ``RequestRecord``, bodies kept as
 "redacted", the default), then measures the two halves of the path separately, in this process:
-the server's half (append each record to the spool, pickled and encrypted, as a Daphne process does
-with GATEWAY_OUTBOX_DELIVERY=ingest_process) and the ingest half (prepare the rows, redact the
-bodies and write them with their spend rollups, as ``manage.py outbox_ingest`` does). A throwaway
+the server's half (append each record to the spool as its plain payload, pickled and encrypted, as a
+Daphne process does on every request) and the ingest half (prepare the rows, redact the bodies and
+write them with their spend rollups, as ``manage.py outbox_ingest`` or a Celery worker does). A throwaway
 SQLite database
 unless DATABASE_URL is set (its rows are deleted again). Prints a line and rewrites the writer
 block of docs/benchmarks.md.
@@ -37,10 +37,11 @@ def measure(entries: int) -> dict:
     from django.db import connection
 
     from apps.audit.models import AuditEntry, SpendRollup
+    from apps.audit.records import Attempt, RequestRecord
     from apps.catalog.pricing import Usage
     from apps.organizations.models import Organization
+    from apps.outbox.ingest import Ingest
     from apps.outbox.outbox import Outbox
-    from apps.proxy.records import Attempt, RequestRecord
 
     organization = Organization.objects.create(name="Writer bench", slug=f"writer-{secrets.token_hex(4)}")
     # Traffic as an organization sends it: a few keys and provider keys, not a new one per request.
@@ -74,22 +75,19 @@ def measure(entries: int) -> dict:
     ]
     spool_dir = Path(tempfile.mkdtemp(prefix="writer-bench-"))
     try:
-        from apps.audit.services import KIND, audit_entries_write, entry_payload
+        from apps.audit.services import KIND
 
-        server = Outbox(spool_dir, deliver=False, seal_seconds=0.0, batch_size=500)
-        server.register(KIND, audit_entries_write, prepare=entry_payload)
+        server = Outbox(spool_dir)
         started = time.perf_counter()
         for record in records:
             server.put(KIND, record)
-        server.flush(timeout=600)
-        server.close()
+        server.close()  # the last fsync
         spooled = time.perf_counter() - started
 
-        ingest = Outbox(spool_dir, batch_size=500)
-        ingest.register(KIND, audit_entries_write, prepare=entry_payload)
+        ingest = Ingest(spool_dir, batch_size=500)
         stop = threading.Event()
         started = time.perf_counter()
-        thread = threading.Thread(target=ingest.ingest_forever, args=(stop, 0.01))
+        thread = threading.Thread(target=ingest.run_forever, args=(stop,), kwargs={"interval": 0.01})
         thread.start()
         while AuditEntry.objects.filter(organization=organization).count() < entries:
             time.sleep(0.05)
@@ -148,7 +146,8 @@ def main() -> int:
     result = json.loads(out.strip().splitlines()[-1])
     line = (
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {result['database']}: "
-        f"{result['entries']:,} request records. Server side (pickle, encrypt, spool with fsync): "
+        f"{result['entries']:,} request records. Server side (payload, pickle, encrypt, append; "
+        f"fsync every 0.2 s): "
         f"**{result['spool_per_s']:,.0f} entries/s**; ingest (prepare, redact, insert with the spend "
         f"rollups): "
         f"**{result['ingest_per_s']:,.0f} entries/s** per ingest process."

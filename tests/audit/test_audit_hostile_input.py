@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from apps.audit.models import AuditEntry, SpendRollup
+from apps.audit.records import Attempt, RequestRecord
 from apps.catalog.pricing import Usage
 from apps.outbox.outbox import outbox
-from apps.proxy.records import Attempt, RequestRecord
 from apps.proxy.upstream import close_sessions
 from gateway_project.asgi import application
 from tests.factories import OrganizationFactory

@@ -78,7 +78,7 @@ add_alias_async = database_sync_to_async(add_alias)
 @pytest.fixture
 def records():
     """Every request record the proxy hands to the audit log during the test."""
-    from apps.proxy.records import on_record, remove_listener
+    from apps.audit.records import on_record, remove_listener
 
     seen: list = []
     listener = on_record(seen.append)

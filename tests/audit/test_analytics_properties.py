@@ -142,7 +142,8 @@ def member_token(organization, outsider) -> str:
                 policy_decisions=[{"policy": "pii", "action": "redacted"}],
                 cache=("l1", "miss", "bypass")[hour],
             )
-    membership = MembershipFactory(organization=organization, role="member")
+    # An admin: the least role that may use every endpoint here, the compliance export included.
+    membership = MembershipFactory(organization=organization, role="admin")
     return login(APIClient(), membership.user.email)["access"]
 
 

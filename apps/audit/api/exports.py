@@ -4,7 +4,7 @@ Plain async Django views, not DRF: DRF has no async views, and under ASGI Django
 iterator of a ``StreamingHttpResponse`` whole before sending it. Here the body is an async
 generator reading a chunk at a time (apps/audit/exports.py), so a year of logs leaves in constant memory.
 ``organization_view`` (apps/organizations/tenancy.py) authenticates them as the management API
-does, requires ``EXPORT_ROLE`` and renders every refusal in the management error shape.
+does, checks the role and renders every refusal in the management error shape.
 """
 
 import uuid
@@ -19,8 +19,11 @@ from apps.organizations.models import Role
 from apps.organizations.tenancy import organization_view
 from apps.teams.models import Team
 
-# A member reads the log and the analytics (decisions.md), so a member may export them.
-EXPORT_ROLE = Role.MEMBER
+# A member reads the log entry by entry and the analytics (decisions.md), so a member may export the
+# policy counts. Every entry of a range, with the bodies the organization keeps, is bulk extraction:
+# the compliance export is for admins and owners.
+COMPLIANCE_EXPORT_ROLE = Role.ADMIN
+POLICY_EXPORT_ROLE = Role.MEMBER
 
 
 async def _export_query(
@@ -75,14 +78,14 @@ def _attachment(query: exports.ExportQuery, kind: str, body) -> StreamingHttpRes
     return response
 
 
-@organization_view(role=EXPORT_ROLE)
+@organization_view(role=COMPLIANCE_EXPORT_ROLE)
 async def compliance_export(request: HttpRequest, session: SessionContext) -> HttpResponse:
     """Every audit entry of a required range (optionally one team or one policy), oldest first."""
     query = await _export_query(request.GET, session, default_period=None)
     return _attachment(query, "compliance", exports.compliance_export(query))
 
 
-@organization_view(role=EXPORT_ROLE)
+@organization_view(role=POLICY_EXPORT_ROLE)
 async def policy_export(request: HttpRequest, session: SessionContext) -> HttpResponse:
     """Policy hits per policy and action, over the range and per day; the last 30 days by default."""
     query = await _export_query(request.GET, session, default_period="30d")

@@ -154,9 +154,8 @@ class Ingest:
                 batch = payloads[start : start + self.batch_size]
                 if self._try(definition, kind, batch, retries=self.retries):
                     continue
-                if not self.probe():
+                if not self.probe() or not self._isolate(definition, kind, batch):
                     return False
-                self._isolate(definition, kind, batch)
         return True
 
     def _try(self, definition: Kind, kind: str, payloads: list[Any], *, retries=()) -> bool:
@@ -176,12 +175,17 @@ class Ingest:
             return True
         return False
 
-    def _isolate(self, definition: Kind, kind: str, payloads: list[Any]) -> None:
-        """The database answers but the batch fails: item by item, the refused ones dead-lettered."""
+    def _isolate(self, definition: Kind, kind: str, payloads: list[Any]) -> bool:
+        """The database answers but the batch fails: item by item, the refused ones dead-lettered.
+        An item that fails is blamed only while the database still answers: if it went away
+        meanwhile, False, and the file is kept for the next round (handlers are idempotent)."""
         for payload in payloads:
             if not self._try(definition, kind, [payload]):
+                if not self.probe():
+                    return False
                 logger.error("Outbox: a %r item was refused by its handler; dead-lettered", kind)
                 self._dead_letter(kind, [payload])
+        return True
 
     def _dead_letter(self, kind: str, payloads: list[Any]) -> None:
         # Raises if the file cannot be written: then the spool file is kept, and nothing is lost.

@@ -18,6 +18,7 @@ One path, in every process layout:
 """
 
 import atexit
+import logging
 import threading
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ from .ingest import DeadLetterReplay, Ingest
 from .kinds import kinds, register, unregister
 
 __all__ = ["Outbox", "outbox", "register", "unregister"]
+
+logger = logging.getLogger(__name__)
 
 
 class Outbox:
@@ -67,7 +70,12 @@ class Outbox:
 
     def _seal_forever(self) -> None:
         while not self._stop.wait(self.fsync_seconds):
-            self.writer.seal()
+            try:
+                self.writer.seal()
+            except Exception:
+                # A seal that failed (the directory removed, the disk refusing the fsync) must not
+                # end the thread: the next append opens a new file, and the next seal hands it over.
+                logger.exception("Outbox: could not seal the spool file in %s", self.directory)
 
     # --- Delivering now ----------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 every item is on the spool when ``put`` returns, and the ingest writes it."""
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -241,3 +242,45 @@ def test_flush_writes_what_was_put_even_while_the_writer_thread_is_sealing(make_
         box.put(KIND, {"id": str(n)})
         assert box.flush()
         assert str(n) in database.rows
+
+
+def test_a_seal_that_fails_does_not_stop_the_sealing_thread(make_outbox, database, tmp_path):
+    """The spool directory removed under an open file: that seal fails, the next ones go on."""
+    box = make_outbox(fsync_seconds=0.01)
+    box.put(KIND, {"id": "lost-with-its-directory"})
+    shutil.rmtree(tmp_path / "spool")
+    box.put(KIND, {"id": "after"})  # still the removed file: its seal's rename fails
+    threading.Event().wait(0.1)
+
+    box.put(KIND, {"id": "later"})
+    for _ in range(500):
+        if any(path.name.endswith(spool.SEALED) for path in (tmp_path / "spool").iterdir()):
+            break
+        threading.Event().wait(0.01)
+
+    assert box._sealer.is_alive()
+    assert box.flush()
+    assert "later" in database.rows
+
+
+def test_items_are_not_blamed_for_a_database_that_went_away_while_they_were_tried_one_by_one(
+    make_outbox, database, tmp_path
+):
+    box = make_outbox(batch_size=10)
+    for n in range(10):
+        box.put(KIND, {"id": str(n), "poison": n == 2})
+    write = database.write
+
+    def goes_down_after_the_poison(payloads):
+        if payloads[0]["id"] == "3":  # item by item now: the database is gone from here on
+            database.up = False
+        write(payloads)
+
+    register(KIND, goes_down_after_the_poison)
+    assert not box.flush()
+    assert box.dead_lettered == 1  # the poison only; the rest wait on the spool
+
+    database.up = True
+    register(KIND, write)
+    assert box.flush()
+    assert set(database.rows) == {str(n) for n in range(10)} - {"2"}

@@ -33,11 +33,13 @@ from .adapters.base import (
 from .answers import StreamOutcome
 from .http import NestedTooDeeply
 from .routing import Candidate, breaker
-from .scrubbing import scrub
+from .scrubbing import scrub_error
 from .upstream import post
 
 logger = logging.getLogger(__name__)
 
+# What of an upstream's error message the client, the audit entry and the server log get.
+ERROR_MESSAGE_LIMIT = 2000
 # Upstream statuses that the client's own request caused: returned, never retried elsewhere.
 CLIENT_CAUSED = frozenset({400, 413, 422})
 
@@ -153,7 +155,7 @@ class Forwarder:
     def _fail(
         self, candidate: Candidate, failure: _Failure, began: float, *, retry_after: float | None = None
     ):
-        failure.message = scrub(failure.message, candidate.key.secret)
+        failure.message = scrub_error(failure.message, candidate.key.secret, ERROR_MESSAGE_LIMIT)
         failure.provider = candidate.key.provider
         self._note(candidate, failure.status, failure.outcome, began, failure.message)
         logger.warning(
@@ -169,7 +171,8 @@ class Forwarder:
         self.last_failure = failure
 
     def _refused(self, candidate: Candidate, adapter: Adapter, status: int, payload: bytes, began: float):
-        message = scrub(adapter.error_message(status, payload), candidate.key.secret)
+        text = adapter.error_message(status, payload)
+        message = scrub_error(text, candidate.key.secret, ERROR_MESSAGE_LIMIT)
         self._note(candidate, status, "client_error", began, message)
         self._chosen(candidate)
         breaker.record_success(candidate.key.id)  # the key works; the request was wrong

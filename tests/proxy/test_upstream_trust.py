@@ -279,3 +279,18 @@ async def test_a_long_upstream_error_is_answered_at_once_cut_short_and_without_t
     for start in range(len(SECRET) - 8):
         assert SECRET[start : start + 8] not in stored
     assert ELIDED_KEY not in stored and SECRET[-4:] + " for" not in stored
+
+
+@pytest.mark.parametrize("status", [400, 500], ids=["refused-request", "failed-attempt"])
+async def test_a_key_that_straddles_the_cut_of_a_long_error_message_is_masked_whole(
+    proxy, organization, gateway_key, upstream, status
+):
+    """Cut first and scrubbed second, the key's first characters were left at the end of the message."""
+    await add_provider_key_async(organization, upstream, secret=SECRET)
+    upstream.behave("status", status=status, message="x" * 1995 + " " + SECRET)
+
+    response = await chat(proxy, gateway_key, "openai/gpt-4o-mini")
+
+    [entry] = await entries()
+    for text in (response.text, json.dumps(entry.attempts)):
+        assert SECRET[:4] not in text

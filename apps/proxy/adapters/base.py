@@ -97,10 +97,12 @@ class Adapter:
             error = json.loads(payload).get("error")
         except (ValueError, AttributeError, RecursionError):
             error = None
+        # Not cut here: the caller scrubs the provider key before it cuts (scrubbing.scrub_error), so a
+        # key that straddles the cut is masked whole.
         if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return error["message"][:2000]
+            return error["message"]
         if isinstance(error, str):
-            return error[:2000]
+            return error
         return f"The upstream answered HTTP {status}."
 
     def supports_embeddings(self) -> bool:

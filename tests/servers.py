@@ -48,22 +48,27 @@ def subprocess_env(data_dir: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def daphne_command(port: int) -> list[str]:
+    """The gateway under Daphne on a loopback port, as the tests start it."""
+    return [
+        sys.executable,
+        "-m",
+        "daphne",
+        "-b",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        "gateway_project.asgi:application",
+    ]
+
+
 @contextmanager
 def daphne_server(data_dir: Path, **extra_env: str):
     """Serves the gateway with Daphne on a free loopback port; yields its base URL."""
     port = free_port()
     log = open(data_dir / f"daphne-{port}.log", "w+b")
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "daphne",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "gateway_project.asgi:application",
-        ],
+        daphne_command(port),
         cwd=ROOT,
         env=subprocess_env(data_dir, **extra_env),
         stdout=log,

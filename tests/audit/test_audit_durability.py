@@ -24,7 +24,7 @@ from django.db.models import Sum
 from apps.audit.models import AuditEntry, SpendRollup
 from tests.factories import create_api_key
 from tests.proxy.conftest import add_alias, add_provider_key
-from tests.servers import ROOT, free_port, subprocess_env, wait_until_serving
+from tests.servers import ROOT, daphne_command, free_port, subprocess_env, wait_until_serving
 from tests.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,17 +44,7 @@ def start(tmp_path, name: str, command: list[str], env: dict[str, str]) -> subpr
 
 def start_daphne(tmp_path, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "daphne",
-        "-b",
-        "127.0.0.1",
-        "-p",
-        str(port),
-        "gateway_project.asgi:application",
-    ]
-    daphne = start(tmp_path, "daphne", command, env)
+    daphne = start(tmp_path, "daphne", daphne_command(port), env)
     base_url = f"http://127.0.0.1:{port}"
     with open(tmp_path / "daphne.log", "rb") as log:
         wait_until_serving(base_url, daphne, log)

@@ -5,6 +5,7 @@ from tests.proxy.conftest import (  # noqa: F401
     make_upstream,
     proxy,
     records,
+    routed,
     sdk,
     upstream,
 )

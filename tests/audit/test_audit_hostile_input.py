@@ -21,18 +21,11 @@ from apps.outbox.outbox import outbox
 from apps.proxy.upstream import close_sessions
 from gateway_project.asgi import application
 from tests.factories import OrganizationFactory
-from tests.proxy.conftest import add_alias_async, add_provider_key_async, bearer
+from tests.proxy.conftest import bearer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 HELLO = [{"role": "user", "content": "hi"}]
-
-
-@pytest.fixture
-async def routed(organization, upstream):
-    await add_provider_key_async(organization, upstream, secret="sk-upstream-one")
-    await add_alias_async(organization, "fast", ("openai", "gpt-4o-mini"))
-    return upstream
 
 
 def client_from(address: str) -> httpx.AsyncClient:

@@ -7,27 +7,14 @@ import pytest
 from channels.db import database_sync_to_async
 from django.test import override_settings
 
-from apps.audit.models import AuditEntry
 from apps.organizations import services as organization_services
 from apps.outbox.outbox import outbox
 from tests.factories import TeamFactory, create_api_key
-from tests.proxy.conftest import add_alias_async, add_provider_key_async, bearer
+from tests.proxy.conftest import add_provider_key_async, bearer, entries
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 HELLO = [{"role": "user", "content": "hi"}]
-
-
-@pytest.fixture
-async def routed(organization, upstream):
-    await add_provider_key_async(organization, upstream, secret="sk-upstream-one")
-    await add_alias_async(organization, "fast", ("openai", "gpt-4o-mini"))
-    return upstream
-
-
-async def entries() -> list[AuditEntry]:
-    assert outbox().flush()
-    return [entry async for entry in AuditEntry.objects.order_by("created_at")]
 
 
 async def test_a_completion_leaves_one_entry_with_its_routing_outcome_and_cost(proxy, routed, organization):

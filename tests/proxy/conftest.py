@@ -107,3 +107,20 @@ async def sdk(gateway_key):
     ) as client:
         yield client
     await close_sessions()
+
+
+@pytest.fixture
+async def routed(organization, upstream):
+    """``organization`` routes the alias ``fast`` to the loopback ``upstream``."""
+    await add_provider_key_async(organization, upstream, secret="sk-upstream-one")
+    await add_alias_async(organization, "fast", ("openai", "gpt-4o-mini"))
+    return upstream
+
+
+async def entries():
+    """Every audit entry so far, oldest first, once the outbox has written what was spooled."""
+    from apps.audit.models import AuditEntry
+    from apps.outbox.outbox import outbox
+
+    assert outbox().flush()
+    return [entry async for entry in AuditEntry.objects.order_by("created_at")]

@@ -5,14 +5,12 @@ import pytest
 from channels.db import database_sync_to_async
 from django.test import Client
 
-from apps.audit.models import AuditEntry
 from apps.organizations import services as organization_services
 from apps.organizations.models import Organization
-from apps.outbox.outbox import outbox
 from apps.proxy.config import config_store
 from tests.factories import UserFactory
 from tests.management.admin_forms import admin_post, form_errors
-from tests.proxy.conftest import add_alias_async, add_provider_key_async, bearer
+from tests.proxy.conftest import add_alias_async, add_provider_key_async, bearer, entries
 from tests.test_deployment import clean_env, manage
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -38,11 +36,6 @@ async def update_organization(organization, **changes) -> None:
     await database_sync_to_async(organization_services.organization_update)(
         organization=organization, **changes
     )
-
-
-async def entries() -> list[AuditEntry]:
-    assert outbox().flush()
-    return [entry async for entry in AuditEntry.objects.order_by("created_at")]
 
 
 async def test_an_admin_change_of_the_allowed_regions_reaches_the_next_proxy_request(

@@ -18,7 +18,11 @@ from apps.proxy.upstream import close_sessions
 from gateway_project.asgi import application, http_app
 from gateway_project.client_address import parse_trusted_proxies, trust_forwarded_for
 from tests.factories import PASSWORD, create_api_key
-from tests.proxy.conftest import add_alias, add_alias_async, add_provider_key, add_provider_key_async, bearer
+from tests.proxy.conftest import (
+    add_alias,
+    add_provider_key,
+    bearer,
+)
 from tests.servers import ROOT, daphne_server, free_port, subprocess_env, wait_until_serving
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -36,13 +40,6 @@ def client_for(app, peer: str) -> httpx.AsyncClient:
 def behind_balancer():
     """The gateway as it runs with GATEWAY_TRUSTED_PROXIES=10.0.0.0/8."""
     return trust_forwarded_for(http_app, parse_trusted_proxies(["10.0.0.0/8"]))
-
-
-@pytest.fixture
-async def routed(organization, upstream):
-    await add_provider_key_async(organization, upstream, secret="sk-upstream-one")
-    await add_alias_async(organization, "fast", ("openai", "gpt-4o-mini"))
-    return upstream
 
 
 async def client_ip_of_one_completion(app, peer: str, secret: str, forwarded_for: str) -> str:

@@ -9,15 +9,13 @@ from decimal import Decimal
 import pytest
 from channels.db import database_sync_to_async
 
-from apps.audit.models import AuditEntry
 from apps.catalog.pricing import Usage
 from apps.core.errors import RateLimited
-from apps.outbox.outbox import outbox
 from apps.proxy import pipeline
 from apps.proxy.answers import Answer, StreamOutcome
 from gateway_project.asgi import application
 from tests.factories import TeamFactory
-from tests.proxy.conftest import add_alias_async, add_provider_key_async, bearer
+from tests.proxy.conftest import bearer, entries
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -120,18 +118,6 @@ def add_stage():
     yield add
     for stage in added:
         pipeline.unregister(stage)
-
-
-@pytest.fixture
-async def routed(organization, upstream):
-    await add_provider_key_async(organization, upstream, secret="sk-upstream-one")
-    await add_alias_async(organization, "fast", ("openai", "gpt-4o-mini"))
-    return upstream
-
-
-async def entries() -> list[AuditEntry]:
-    assert outbox().flush()
-    return [entry async for entry in AuditEntry.objects.order_by("created_at")]
 
 
 async def test_a_stage_answers_a_completion_without_calling_the_upstream(

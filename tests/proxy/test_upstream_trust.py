@@ -8,12 +8,10 @@ import time
 import pytest
 from channels.db import database_sync_to_async
 
-from apps.audit.models import AuditEntry
 from apps.organizations import services as organization_services
-from apps.outbox.outbox import outbox
 from apps.providers import services as provider_services
 from apps.proxy.scrubbing import ERROR_TEXT_LIMIT, scrub
-from tests.proxy.conftest import add_provider_key_async, bearer
+from tests.proxy.conftest import add_provider_key_async, bearer, entries
 from tests.servers import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -26,11 +24,6 @@ MODELS = {
     "azure_openai": "azure_openai/gpt-4o-mini",
     "anthropic": "anthropic/claude-3-5-haiku",
 }
-
-
-async def entries() -> list[AuditEntry]:
-    assert outbox().flush()
-    return [entry async for entry in AuditEntry.objects.order_by("created_at")]
 
 
 async def chat(proxy, gateway_key, model: str, *, stream: bool = False):

@@ -63,12 +63,13 @@ def daphne_command(port: int) -> list[str]:
 
 
 @contextmanager
-def daphne_server(data_dir: Path, **extra_env: str):
-    """Serves the gateway with Daphne on a free loopback port; yields its base URL."""
+def daphne_server(data_dir: Path, command=daphne_command, **extra_env: str):
+    """Serves the gateway with Daphne on a free loopback port; yields its base URL. ``command``
+    makes the command line for a port."""
     port = free_port()
     log = open(data_dir / f"daphne-{port}.log", "w+b")
     process = subprocess.Popen(
-        daphne_command(port),
+        command(port),
         cwd=ROOT,
         env=subprocess_env(data_dir, **extra_env),
         stdout=log,

@@ -124,3 +124,13 @@ async def entries():
 
     assert outbox().flush()
     return [entry async for entry in AuditEntry.objects.order_by("created_at")]
+
+
+class FakeClock:
+    """A monotonic clock a test moves by hand (``clock.now += 61``): time-based behaviour without sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now

@@ -10,7 +10,7 @@ from apps.organizations.models import Organization
 from apps.proxy.config import config_store
 from tests.factories import UserFactory
 from tests.management.admin_forms import admin_post, form_errors
-from tests.proxy.conftest import add_alias_async, add_provider_key_async, bearer, entries
+from tests.proxy.conftest import FakeClock, add_alias_async, add_provider_key_async, bearer, entries
 from tests.test_deployment import clean_env, manage
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -86,14 +86,6 @@ async def test_an_admin_change_of_body_logging_reaches_the_next_proxy_request(
 
 
 # --- the safety net: a maximum age ---------------------------------------------------------
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

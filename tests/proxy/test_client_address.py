@@ -4,7 +4,6 @@ proxy named in GATEWAY_TRUSTED_PROXIES; from anyone else it is just a header the
 import re
 import subprocess
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -23,7 +22,7 @@ from tests.proxy.conftest import (
     add_provider_key,
     bearer,
 )
-from tests.servers import ROOT, daphne_server, free_port, subprocess_env, wait_until_serving
+from tests.servers import ROOT, daphne_server, subprocess_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -223,25 +222,6 @@ def run_script_daphne_command(port: int) -> list[str]:
     return expanded.stdout.split("\0")[:-1]
 
 
-@contextmanager
-def served_as_run_sh(data_dir: Path):
-    port = free_port()
-    log = open(data_dir / f"daphne-{port}.log", "w+b")
-    process = subprocess.Popen(
-        run_script_daphne_command(port), cwd=ROOT, env=subprocess_env(data_dir), stdout=log, stderr=log
-    )
-    try:
-        wait_until_serving(f"http://127.0.0.1:{port}", process, log)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
-
-
 def audit_entry_of(request_id: str, data_dir: Path) -> AuditEntry:
     """The entry the server spooled, once an ingest (as on a node without a Celery worker) wrote it."""
     ingest = subprocess.Popen(
@@ -269,7 +249,7 @@ def test_the_run_scripts_daphne_records_the_real_peer_whatever_forwarded_for_say
     add_alias(organization, "fast", ("openai", "gpt-4o-mini"))
     _, secret = create_api_key(organization)
 
-    with served_as_run_sh(tmp_path) as base_url:
+    with daphne_server(tmp_path, command=run_script_daphne_command) as base_url:
         response = httpx.post(
             f"{base_url}/v1/chat/completions",
             json={"model": "fast", "messages": HELLO},

@@ -12,7 +12,7 @@ from apps.audit.models import AuditEntry
 from apps.organizations import services as organization_services
 from apps.outbox.outbox import outbox
 from apps.proxy.config import config_store
-from tests.proxy.conftest import add_alias_async, add_provider_key_async, bearer
+from tests.proxy.conftest import FakeClock, add_alias_async, add_provider_key_async, bearer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -49,14 +49,6 @@ class Reads:
 
     def release(self) -> None:
         self._held.set()
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

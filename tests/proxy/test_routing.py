@@ -9,20 +9,12 @@ from channels.db import database_sync_to_async
 from apps.organizations import services as organization_services
 from apps.proxy.routing import breaker
 from tests.factories import TeamFactory, create_api_key
-from tests.proxy.conftest import add_alias_async, add_provider_key_async, bearer
+from tests.proxy.conftest import FakeClock, add_alias_async, add_provider_key_async, bearer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 HELLO = [{"role": "user", "content": "hi"}]
 CHAT = {"model": "fast", "messages": HELLO}
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

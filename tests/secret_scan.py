@@ -12,6 +12,7 @@ of API keys, through ``apps.keys.services``) and a provider key's save (its secr
 there). Neither is changed: the wrapper returns what the real function returned.
 """
 
+import functools
 import hashlib
 import logging
 import re
@@ -23,6 +24,10 @@ from django.conf import settings
 # Test fixtures name some provider keys "first" or "heavy"; a word that short is no secret and would
 # match ordinary text. Real keys are far longer.
 MIN_SECRET_LENGTH = 12
+# The product's own source: a string written in it is no secret. Hypothesis draws the code's
+# constants as examples, so a fuzzed provider key may be named "organization_id", a word every
+# audit record carries; no real key is part of the gateway's code.
+PRODUCT_SOURCES = ("apps", "gateway_project")
 MAX_FILE_BYTES = 64 * 2**20
 FERNET_TOKEN = re.compile(rb"gAAAAA[A-Za-z0-9_\-=]+")
 
@@ -34,9 +39,10 @@ class Ledger:
         self.findings: list[str] = []
 
     def add(self, secret: str) -> None:
-        if len(secret) >= MIN_SECRET_LENGTH and secret not in self.secrets:
-            self.secrets.add(secret)
-            self._pattern = None
+        if len(secret) < MIN_SECRET_LENGTH or secret in self.secrets or secret in _product_source():
+            return
+        self.secrets.add(secret)
+        self._pattern = None
 
     @property
     def pattern(self) -> re.Pattern[str] | None:
@@ -57,6 +63,13 @@ class Ledger:
             plain = _decrypt(token)
             if plain is not None:
                 self.scan(plain.decode("utf-8", errors="replace"), f"{where} (decrypted)")
+
+
+@functools.cache
+def _product_source() -> str:
+    root = Path(settings.BASE_DIR)
+    paths = [path for folder in PRODUCT_SOURCES for path in sorted((root / folder).rglob("*.py"))]
+    return "\n".join(path.read_text(errors="replace") for path in paths)
 
 
 def fingerprint(secret: str) -> str:

@@ -32,3 +32,14 @@ def test_masked_keys_and_short_test_labels_are_not_findings():
     ledger.scan(f"key {SECRET[:12]}...{SECRET[-4:]} of the first team", "audit row")
 
     assert ledger.findings == []
+
+
+def test_a_word_of_the_gateways_own_code_is_not_taken_for_a_secret():
+    # Hypothesis draws the code's constants as examples: schemathesis once made a provider key
+    # whose secret was "organization_id", a field name every audit record carries.
+    ledger = Ledger()
+    ledger.add("organization_id")
+    ledger.add(SECRET)
+    ledger.scan('{"organization_id": "0b1c", "note": "' + SECRET + '"}', "spool record")
+
+    assert len(ledger.findings) == 1

@@ -57,6 +57,9 @@ class Results:
     daphne_args: str = ""  # BENCH_DAPHNE_ARGS, when a run tries a change
     # The sequential run against a second gateway with GATEWAY_AUDIT_ENABLED=false.
     sequential_gateway_without_audit: Samples | None = None
+    # The same requests with a key that has a budget and rate limits, alternating with one without.
+    sequential_without_limits: Samples | None = None
+    sequential_with_limits: Samples | None = None
 
 
 def _ms(value: float) -> str:
@@ -195,6 +198,25 @@ def audit_note(r: Results) -> str:
     )
 
 
+LIMITS_P50_TARGET_MS = 0.5
+
+
+def limits_note(r: Results) -> str:
+    without, with_ = r.sequential_without_limits, r.sequential_with_limits
+    if without is None or with_ is None:
+        return ""
+    added = with_.percentile(50) - without.percentile(50)
+    return (
+        "What a budget and rate limits on the key add (admission's one Redis round trip: revocation, "
+        "generation, both limits and the budget reservation; the settle after the answer): the same "
+        "sequential requests, alternating in blocks between a key with a budget and rate limits and "
+        f"one without, took p50 {with_.percentile(50):.2f} ms and p99 {with_.percentile(99):.2f} ms "
+        f"against {without.percentile(50):.2f} ms and {without.percentile(99):.2f} ms "
+        f"({added:+.2f} ms at p50; target within {LIMITS_P50_TARGET_MS} ms: "
+        f"{_added_limit(added, LIMITS_P50_TARGET_MS)})."
+    )
+
+
 NOISY_CPUS = 0.2  # other processes' CPU during the measured run above which the numbers drift
 
 
@@ -215,6 +237,8 @@ def block(r: Results) -> str:
         notes(r),
         "",
         audit_note(r),
+        "",
+        limits_note(r),
         "",
         "### Profile of the latest run",
         "",

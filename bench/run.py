@@ -387,6 +387,24 @@ def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: 
         f"sequential: {config.requests:,} requests and {config.stream_requests:,} streams each way, "
         "every answer a 200 with the request-id header"
     )
+    # A budget and rate limits on the key: the same requests, alternating in blocks with the key
+    # without them, so both see the same machine.
+    limited = Target(
+        "gateway with limits",
+        gateway_port,
+        gateway.body,
+        {**json_headers, "authorization": f"Bearer {seeded['limited_api_key']}"},
+        required_header=f"x-{brand}-request-id",
+    )
+    try:
+        completions(limited, WARM_UP)
+        without_limits, with_limits = alternating(gateway, limited, config.requests)
+    except BadResponse as error:
+        raise Failed(f"a bad answer during the run with limits: {error}") from None
+    say(
+        f"with a budget and rate limits on the key: p50 {with_limits.percentile(50):.2f} ms against "
+        f"{without_limits.percentile(50):.2f} ms without"
+    )
     # Right after the gateway's own sequential run, under the same conditions (before wrk leaves the
     # audit ingest process a backlog to write).
     audit_off = sequential_without_audit(config, env, processes, seeded, authorization, json_headers, brand)
@@ -441,7 +459,18 @@ def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: 
         profile_note=profile_note,
         daphne_args=" ".join(config.daphne_args),
         sequential_gateway_without_audit=audit_off,
+        sequential_without_limits=without_limits,
+        sequential_with_limits=with_limits,
     )
+
+
+def alternating(first: Target, second: Target, count: int, blocks: int = 10) -> tuple[Samples, Samples]:
+    """``count`` sequential requests to each target, in alternating blocks."""
+    results = (Samples(), Samples())
+    for _ in range(blocks):
+        for target, samples in zip((first, second), results, strict=True):
+            samples.seconds.extend(completions(target, max(1, count // blocks)).seconds)
+    return results
 
 
 def sequential_without_audit(config, env, processes, seeded, authorization, json_headers, brand) -> Samples:

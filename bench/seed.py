@@ -7,13 +7,16 @@ Run with DJANGO_SETTINGS_MODULE=gateway_project.settings, after ``manage.py migr
 
 ``create`` makes an organization, an API key, an "openai" provider key pointing at the stand-in
 upstream and the ``bench-model`` alias, through the same services the management API uses, and
-prints the organization's id and the API key's secret as one JSON line.
+prints the organization's id and the API key's secret as one JSON line. A second key carries a
+budget and rate limits (too large to refuse anything, so every request is checked and charged):
+the case that measures what admission adds.
 """
 
 import argparse
 import json
 import secrets
 import sys
+from decimal import Decimal
 
 import django
 
@@ -24,6 +27,7 @@ UPSTREAM_MODEL = "gpt-4o-mini"
 def create(upstream: str) -> dict[str, str]:
     from apps.catalog.services import model_alias_create
     from apps.keys.services import api_key_create
+    from apps.limits.services import limits_set
     from apps.organizations.models import Organization
     from apps.providers.services import provider_key_create
 
@@ -43,7 +47,19 @@ def create(upstream: str) -> dict[str, str]:
         alias=ALIAS,
         deployments=[{"provider": "openai", "upstream_model": UPSTREAM_MODEL}],
     )
-    return {"organization_id": str(organization.id), "api_key": secret, "model": ALIAS}
+    limited, limited_secret = api_key_create(organization=organization, name="bench with limits")
+    limits_set(
+        organization=organization,
+        api_key=limited,
+        budget={"amount_usd": Decimal("99999999"), "period": "monthly"},
+        rate_limits={"rpm": 1_000_000_000, "tpm": 1_000_000_000},
+    )
+    return {
+        "organization_id": str(organization.id),
+        "api_key": secret,
+        "limited_api_key": limited_secret,
+        "model": ALIAS,
+    }
 
 
 def delete(organization_id: str) -> None:

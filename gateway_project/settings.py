@@ -39,9 +39,11 @@ INSTALLED_APPS = [
     "apps.keys",
     "apps.providers",
     "apps.catalog",
+    "apps.limits",
     "apps.proxy",
     "apps.outbox",
     "apps.audit",
+    "apps.events",
 ]
 
 # Only the management surface pays for this stack: /v1/ is served by the lean proxy app
@@ -251,7 +253,8 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = GATEWAY_HTTPS
 SECURE_HSTS_PRELOAD = GATEWAY_HTTPS
 if env.bool("TRUST_X_FORWARDED_PROTO", default=GATEWAY_HTTPS):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+# The probes answer plain HTTP: a load balancer or kubelet probes the port directly.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 # Reverse proxies whose X-Forwarded-For is believed (comma-separated addresses or CIDR networks;
 # default none: the TCP peer is the client). gateway_project/client_address.py takes the right-most
 # address that is not one of these.
@@ -305,6 +308,14 @@ GATEWAY_CONNECT_TIMEOUT_SECONDS = env_number(
 GATEWAY_STREAM_IDLE_SECONDS = env_number(
     "GATEWAY_STREAM_IDLE_SECONDS", default=120.0, minimum=1, maximum=3600
 )
+# Budgets (docs/budgets.md): the output tokens reserved for a chat request that names no maximum,
+# and how long a reservation nobody settled (its process died) holds before it is given back.
+GATEWAY_BUDGET_DEFAULT_MAX_TOKENS = env_number(
+    "GATEWAY_BUDGET_DEFAULT_MAX_TOKENS", default=4096, minimum=1, maximum=10_000_000
+)
+GATEWAY_BUDGET_RESERVATION_SECONDS = env_number(
+    "GATEWAY_BUDGET_RESERVATION_SECONDS", default=900.0, minimum=10, maximum=86_400
+)
 GATEWAY_BREAKER_FAILURES = env_number("GATEWAY_BREAKER_FAILURES", default=3, minimum=1, maximum=1000)
 GATEWAY_BREAKER_COOLDOWN_SECONDS = env_number(
     "GATEWAY_BREAKER_COOLDOWN_SECONDS", default=30.0, minimum=1, maximum=3600
@@ -331,6 +342,11 @@ GATEWAY_OUTBOX_INGEST_SECONDS = env_number(
     "GATEWAY_OUTBOX_INGEST_SECONDS", default=1.0, minimum=0.01, maximum=60.0
 )
 GATEWAY_OUTBOX_BATCH_SIZE = env_number("GATEWAY_OUTBOX_BATCH_SIZE", default=500, minimum=1, maximum=10_000)
+# /readyz answers 503 while a spool file has waited longer than this for the ingest
+# (gateway_project/health.py): what the requests left behind is not reaching the database.
+GATEWAY_READYZ_OUTBOX_MAX_AGE_SECONDS = env_number(
+    "GATEWAY_READYZ_OUTBOX_MAX_AGE_SECONDS", default=120.0, minimum=1, maximum=86_400
+)
 # Off only to measure what the audit path costs (make bench); a gateway without it has no audit log.
 GATEWAY_AUDIT_ENABLED = env.bool("GATEWAY_AUDIT_ENABLED", default=True)
 # Request and response bodies kept in an audit entry are cut at this many bytes each.

@@ -3,6 +3,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from apps.core import views as core_views
+from gateway_project import health
 
 api_v1 = [
     path("", include("apps.accounts.api.urls")),
@@ -26,6 +27,7 @@ urlpatterns = [
     re_path(r"^api/.*$", core_views.api_not_found),
     path("admin/", admin.site.urls),
     path("healthz", core_views.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
 ]
 
 handler400 = "apps.core.views.handler400"

@@ -1,14 +1,17 @@
-"""Reconcile: are the aggregates (rollups, Redis counters) what the audit log says?
+"""Reconcile: are the aggregates (the spend rollups) what the audit log says?
 
 The truth is the log: the usage each upstream reported for each request, priced at the price in
 force at the request's time. ``reconcile`` recomputes spend from it for a period, compares it with the
-aggregates per team, API key and provider, reports every difference, and with ``apply`` rebuilds the
-aggregates of the period from the log. Running it twice changes nothing the second time.
+rollups per team, API key and provider, reports every difference, and with ``apply`` rebuilds the
+rollups of the period from the log, then sets the budget counters of every budget whose current
+window overlaps the period to the log's spend (``apps/limits/reconcile.py``). Running it twice
+changes nothing the second time.
 
 The log is read by ``AuditLogSource`` and the aggregates by ``RollupSource``; both total a period
 per group, so another source (a provider's own usage API) would be one more such class.
 """
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -21,9 +24,13 @@ from django.utils import timezone
 
 from apps.catalog.pricing import COST_QUANTUM, Usage, cost_usd
 from apps.catalog.selectors import price_at, price_versions
+from apps.limits.counters import CountersUnavailable
+from apps.limits.reconcile import BudgetCounterChange, budget_counters_rebuild
 
 from .models import AuditEntry, SpendRollup
-from .rollups import RollupKey, Totals, counters_set, hour_of
+from .rollups import RollupKey, Totals, hour_of
+
+logger = logging.getLogger(__name__)
 
 # (team id, API key id, provider): the level at which differences are reported.
 GroupKey = tuple[str, str, str]
@@ -183,6 +190,15 @@ def aligned(start: datetime, end: datetime) -> tuple[datetime, datetime]:
 
 
 @dataclass(frozen=True, slots=True)
+class BudgetCountersReport:
+    """What ``apply`` did to the budget counters: the windows whose spend it changed, or why it could
+    not (Redis unreachable: the rollups are rebuilt all the same; run it again later)."""
+
+    rebuilt: list[BudgetCounterChange]
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ReconcileReport:
     start: datetime
     end: datetime
@@ -191,7 +207,10 @@ class ReconcileReport:
     expected: Totals
     found: Totals
     differences: list[Difference]
-    applied: bool
+    applied: bool  # the rollups were rebuilt (apply, and they differed from the log)
+    # With apply: the budget counters' rebuild; None on a dry run, or while it waits for an
+    # enclosing transaction to commit.
+    budget_counters: BudgetCountersReport | None = None
 
 
 def reconcile(
@@ -211,6 +230,16 @@ def reconcile(
     applied = bool(apply and differences)
     if applied:
         rebuild_aggregates(organization_id=organization_id, start=start, end=end, rows=log_rows)
+    budget_counters = None
+    if apply:
+        # Even when the rollups were right: the counters may be wrong on their own (Redis emptied, a
+        # fail-open outage). On commit, so that they are read from rollups that were kept; with no
+        # enclosing transaction (the API's case) that is now.
+        outcome: list[BudgetCountersReport] = []
+        transaction.on_commit(
+            lambda: outcome.append(budget_counters_reconciled(str(organization_id), start, end))
+        )
+        budget_counters = outcome[0] if outcome else None
     return ReconcileReport(
         start=start,
         end=end,
@@ -220,7 +249,20 @@ def reconcile(
         found=_sum(found.values()),
         differences=differences,
         applied=applied,
+        budget_counters=budget_counters,
     )
+
+
+def budget_counters_reconciled(organization_id: str, start: datetime, end: datetime) -> BudgetCountersReport:
+    """The budget counters rebuilt from the log; Redis being unreachable is logged and reported."""
+    try:
+        return BudgetCountersReport(rebuilt=budget_counters_rebuild(organization_id, start, end))
+    except CountersUnavailable as error:
+        logger.warning("Reconcile could not rebuild the budget counters: Redis unreachable (%s)", error)
+        return BudgetCountersReport(
+            rebuilt=[],
+            error=f"Redis could not be reached ({error}); the budget counters could not be rebuilt.",
+        )
 
 
 def _sum(totals: Iterable[Totals]) -> Totals:
@@ -234,8 +276,7 @@ def _sum(totals: Iterable[Totals]) -> Totals:
 def rebuild_aggregates(
     *, organization_id: str, start: datetime, end: datetime, rows: dict[RollupKey, Totals]
 ) -> None:
-    """The period's rollup rows become exactly the log's; the Redis counters of every day the
-    period touches are rebuilt from the (now correct) rollups of those whole days."""
+    """The period's rollup rows become exactly the log's."""
     SpendRollup.objects.filter(organization_id=organization_id, hour__gte=start, hour__lt=end).delete()
     SpendRollup.objects.bulk_create(
         SpendRollup(
@@ -253,20 +294,3 @@ def rebuild_aggregates(
         )
         for (_, hour, team_id, api_key_id, provider, model), totals in rows.items()
     )
-    first_day = start.replace(hour=0)
-    last_day = (end - timedelta(microseconds=1)).replace(hour=0, minute=0, second=0, microsecond=0)
-    day_rows = SpendRollup.objects.filter(
-        organization_id=organization_id, hour__gte=first_day, hour__lt=last_day + timedelta(days=1)
-    )
-    deltas = {
-        (str(organization_id), row.hour, row.team_id, row.api_key_id, row.provider, row.model): Totals(
-            row.requests, row.errors, row.input_tokens, row.output_tokens, row.cost_usd
-        )
-        for row in day_rows
-    }
-    days = []
-    day = first_day
-    while day <= last_day:
-        days.append(day.strftime("%Y-%m-%d"))
-        day += timedelta(days=1)
-    transaction.on_commit(lambda: counters_set(deltas, days, str(organization_id)))

@@ -1,9 +1,10 @@
 """The secondary path: spend and volume aggregates, kept up to date after each audit batch.
 
-Two stores, both may lag or fail without failing a request (reconcile brings them back to the log):
-- ``SpendRollup`` rows per organization, hour, team, key, provider and model (the database);
-- spend counters per organization, team and key per UTC day, in Redis, as integer nano-dollars
-  (decisions.md), for budgets that must be checked without a database read.
+``SpendRollup`` rows per organization, hour, team, key, provider and model (the database). They may
+lag or fail without failing a request; reconcile brings them back to the log. Budgets are not
+charged here: the proxy charges its budget counters itself (``apps/limits/counters.py``), and they
+read the spend before that from these rollups and the log once per window, so nothing is counted
+twice (docs/budgets.md).
 """
 
 import logging
@@ -12,18 +13,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
-import redis
 from django.db import IntegrityError, transaction
 from django.db.models import F
-
-from apps.core.redis import redis_key, sync_client
 
 from .models import SpendRollup
 
 logger = logging.getLogger(__name__)
-
-NANO = Decimal("1e9")
-COUNTER_SECONDS = 40 * 24 * 3600  # a month's budget plus a margin
 
 
 @dataclass(slots=True)
@@ -114,76 +109,13 @@ def rollups_add(deltas: dict[RollupKey, Totals]) -> None:
                 SpendRollup.objects.filter(**row).update(**increments)
 
 
-# --- Redis spend counters --------------------------------------------------------------------------
-
-
-def counter_key(organization_id: str, scope: str, scope_id: str, day: str) -> str:
-    """``scope`` is "organization", "team" or "key"; ``day`` is YYYY-MM-DD (UTC)."""
-    return redis_key("spend", str(organization_id), scope, str(scope_id), day)
-
-
-def _counter_increments(deltas: dict[RollupKey, Totals]) -> dict[str, int]:
-    increments: dict[str, int] = {}
-    for (organization_id, hour, team_id, api_key_id, _, _), totals in deltas.items():
-        nanos = int(totals.cost_usd * NANO)
-        if not nanos:
-            continue
-        day = hour.strftime("%Y-%m-%d")
-        scopes = [("organization", organization_id)]
-        if team_id:
-            scopes.append(("team", team_id))
-        if api_key_id:
-            scopes.append(("key", api_key_id))
-        for scope, scope_id in scopes:
-            key = counter_key(organization_id, scope, scope_id, day)
-            increments[key] = increments.get(key, 0) + nanos
-    return increments
-
-
-def counters_add(deltas: dict[RollupKey, Totals]) -> None:
-    client = sync_client()
-    if client is None:
-        return
-    increments = _counter_increments(deltas)
-    if not increments:
-        return
-    pipe = client.pipeline(transaction=False)
-    for key, nanos in increments.items():
-        pipe.incrby(key, nanos)
-        pipe.expire(key, COUNTER_SECONDS)
-    pipe.execute()
-
-
-def counters_set(deltas: dict[RollupKey, Totals], days: Iterable[str], organization_id: str) -> None:
-    """Replaces the organization's counters of ``days`` with what ``deltas`` (whole days) add up to."""
-    client = sync_client()
-    if client is None:
-        return
-    days = set(days)
-    values = _counter_increments(deltas)
-    pipe = client.pipeline(transaction=True)
-    for day in days:
-        for key in client.scan_iter(
-            match=redis_key("spend", str(organization_id), "*", "*", day), count=1000
-        ):
-            pipe.delete(key)
-    for key, nanos in values.items():
-        pipe.set(key, nanos, ex=COUNTER_SECONDS)
-    pipe.execute()
-
-
 def secondary_update(entries: list[dict]) -> None:
-    """Both aggregates for newly written entries; each failure is logged, never raised."""
+    """The rollups of newly written entries; a failure is logged, never raised."""
     if not entries:
         return
-    deltas = deltas_of(entries)
     try:
-        rollups_add(deltas)
+        rollups_add(deltas_of(entries))
     except Exception:
         logger.warning(
             "Spend rollups could not be updated (%d entries); reconcile will", len(entries), exc_info=True
         )
-    try:
-        counters_add(deltas)
-    except (redis.RedisError, OSError) as error:
-        logger.warning("Spend counters in Redis could not be updated: %s; reconcile will", error)

@@ -13,15 +13,17 @@ import itertools
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.db import connections
 from django.db.models import Aggregate, Count, F, FloatField, Q, QuerySet, Sum
 from django.db.models.functions import TruncDay, TruncHour
+from django.utils import timezone
 
-from .models import AuditEntry
+from .models import AuditEntry, SpendRollup
+from .rollups import hour_of
 
 CACHE_TIERS = ("l1", "l2", "l3")
 CACHE_VALUES = (*CACHE_TIERS, "miss", "bypass")
@@ -304,3 +306,30 @@ def _ordered_groups(groups: list[dict[str, Any]], group_by: str) -> list[dict[st
     return sorted(
         groups, key=lambda group: (-group["requests"], -group.get("spend_usd", 0), str(group["key"]))
     )
+
+
+def spend_since(
+    organization_id, scope: str, scope_id: str, start: datetime, end: datetime | None = None
+) -> Decimal:
+    """What the organization, one of its teams or one of its API keys (``scope``: organization,
+    team, api_key) spent from ``start`` (to ``end``, default now): the hourly rollups for the whole
+    hours, the log itself for the part-hours at either end."""
+    end = end or timezone.now()
+    first_whole = hour_of(start) if hour_of(start) == start else hour_of(start) + timedelta(hours=1)
+    last_whole = hour_of(end)
+    rollups = SpendRollup.objects.filter(organization_id=organization_id)
+    entries = AuditEntry.objects.filter(organization_id=organization_id)
+    if scope == "team":
+        rollups, entries = rollups.filter(team_id=str(scope_id)), entries.filter(team_id=scope_id)
+    elif scope == "api_key":
+        rollups, entries = rollups.filter(api_key_id=str(scope_id)), entries.filter(api_key_id=scope_id)
+    if first_whole >= last_whole:  # no whole hour in the range
+        return entries.filter(created_at__gte=start, created_at__lt=end).aggregate(s=Sum("cost_usd"))[
+            "s"
+        ] or Decimal(0)
+    whole = rollups.filter(hour__gte=first_whole, hour__lt=last_whole).aggregate(s=Sum("cost_usd"))["s"]
+    edges = entries.filter(
+        Q(created_at__gte=start, created_at__lt=first_whole)
+        | Q(created_at__gte=last_whole, created_at__lt=end)
+    ).aggregate(s=Sum("cost_usd"))["s"]
+    return (whole or Decimal(0)) + (edges or Decimal(0))

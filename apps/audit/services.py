@@ -11,15 +11,16 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.db import connections, models, transaction
+from django.db import DatabaseError, connections, models, transaction
 
+from apps.outbox.ingest import database_answers
 from apps.outbox.outbox import outbox, register
 
 from .entry_values import entry_values
 from .models import AuditEntry
 from .records import RequestRecord, on_record, record_from_payload, record_payload
 from .redaction import kept_body, mask_secrets
-from .rollups import secondary_update
+from .rollups import deltas_of, rollups_add, secondary_update
 
 KIND = "audit"
 
@@ -109,8 +110,22 @@ def audit_entries_write(payloads: list[dict[str, Any]]) -> None:
     ids = [payload["id"] for payload in payloads]
     existing = {str(pk) for pk in AuditEntry.objects.filter(id__in=ids).values_list("id", flat=True)}
     new = [payload for payload in payloads if payload["id"] not in existing]
-    _insert(new)
-    secondary_update(new)
+    if not new:
+        return
+    try:
+        # The entries and their rollups commit together: a database lost between the two would
+        # leave entries the totals never count. Lost before the commit, the whole batch stays on
+        # the spool and is written again.
+        with transaction.atomic():
+            _insert(new)
+            rollups_add(deltas_of(new))
+    except DatabaseError:
+        if not database_answers():
+            raise
+        # The database answers, so the batch itself failed: the entries alone (the ingest isolates
+        # a row the database refuses), then the rollups, whose failure is logged for reconcile.
+        _insert(new)
+        secondary_update(new)
 
 
 # Fields whose values the writer already holds in the database's own terms (str, int, float, bool

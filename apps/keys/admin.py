@@ -3,6 +3,8 @@ from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
+from apps.limits.admin import limits_summary
+
 from . import services
 from .models import ApiKey, Permission
 
@@ -50,7 +52,12 @@ class ApiKeyAdmin(admin.ModelAdmin):
         "last_used_at",
         "created_by",
         "created_at",
+        "budget_and_rate_limits",
     )
+
+    @admin.display(description="Budget and rate limits")
+    def budget_and_rate_limits(self, obj: ApiKey) -> str:
+        return limits_summary(getattr(obj, "limits", None), organization=obj.organization_id, api_key=obj.pk)
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         if obj is None:

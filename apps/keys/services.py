@@ -6,6 +6,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.accounts.models import User
+from apps.core.errors import InvalidRequest
+from apps.core.generations import bump_generation
+from apps.limits.services import UNSET, limits_set
 from apps.organizations.models import Organization
 from apps.teams.models import Team
 
@@ -28,8 +31,12 @@ def api_key_create(
     expires_at: datetime | None = None,
     allowed_data_regions: Iterable[str] = (),
     created_by: User | None = None,
+    budget=UNSET,
+    rate_limits=UNSET,
 ) -> tuple[ApiKey, str]:
-    """Creates a key and returns it with its secret, the only time the secret exists in clear."""
+    """Creates a key and returns it with its secret, the only time the secret exists in clear.
+    ``budget`` and ``rate_limits`` as ``limits_set`` takes them, in the key's transaction: a refused
+    budget creates no key."""
     api_key = ApiKey(
         organization=organization,
         team=team,
@@ -40,8 +47,41 @@ def api_key_create(
         created_by=created_by,
     )
     secret = api_key_issue_secret(api_key=api_key)
-    api_key.save()
+    with transaction.atomic():
+        api_key.save()
+        limits_set(organization=organization, api_key=api_key, budget=budget, rate_limits=rate_limits)
     return api_key, secret
+
+
+# What a key's owner may change; its secret, organization, team and permissions stay what they were.
+UPDATABLE_FIELDS = ("name", "expires_at", "allowed_data_regions")
+
+
+def api_key_update(*, api_key: ApiKey, budget=UNSET, rate_limits=UNSET, **changes) -> ApiKey:
+    """Changes a key's name, expiry (in the future, or None for never) or allowed regions, and its
+    budget and rate limits, in one transaction; bumps the generation, so every proxy worker reads
+    the key and its limits again for its next request."""
+    unknown = set(changes) - set(UPDATABLE_FIELDS)
+    if unknown:
+        raise TypeError(f"Not changeable: {', '.join(sorted(unknown))}")
+    expires_at = changes.get("expires_at")
+    if expires_at is not None and expires_at <= timezone.now():
+        raise InvalidRequest(
+            "Invalid value for 'expires_at': Must be in the future.",
+            code="validation_error",
+            param="expires_at",
+            fields={"expires_at": ["Must be in the future."]},
+        )
+    if "allowed_data_regions" in changes:
+        changes["allowed_data_regions"] = sorted(set(changes["allowed_data_regions"]))
+    for field, value in changes.items():
+        setattr(api_key, field, value)
+    with transaction.atomic():
+        if changes:
+            api_key.save(update_fields=list(changes))
+        limits_set(organization=api_key.organization, api_key=api_key, budget=budget, rate_limits=rate_limits)
+        bump_generation(api_key.organization_id)
+    return api_key
 
 
 def api_key_issue_secret(*, api_key: ApiKey) -> str:

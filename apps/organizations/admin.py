@@ -3,6 +3,8 @@ from django.contrib import admin
 
 from apps.accounts.models import User
 from apps.core.admin_mixins import DataRegionsField, ServiceAdmin
+from apps.limits.admin import limits_summary
+from apps.limits.selectors import limits_of
 
 from . import services
 from .models import Membership, Organization
@@ -23,7 +25,15 @@ class OrganizationForm(forms.ModelForm):
 
     class Meta:
         model = Organization
-        fields = ("name", "slug", "plan", "log_bodies", "log_retention_days", "allowed_data_regions")
+        fields = (
+            "name",
+            "slug",
+            "plan",
+            "log_bodies",
+            "log_retention_days",
+            "allowed_data_regions",
+            "limits_fail_mode",
+        )
 
 
 class OrganizationAddForm(OrganizationForm):
@@ -42,8 +52,14 @@ class OrganizationAdmin(ServiceAdmin):
     list_display = ("name", "slug", "plan", "log_bodies", "log_retention_days", "created_at")
     list_filter = ("plan", "log_bodies")
     search_fields = ("name", "slug")
-    readonly_fields = ("id", "created_at", "updated_at")
+    readonly_fields = ("id", "created_at", "updated_at", "budget_and_rate_limits")
     inlines = (MembershipInline,)
+
+    @admin.display(description="Budget and rate limits")
+    def budget_and_rate_limits(self, obj: Organization) -> str:
+        if obj.pk is None:
+            return "Set once the organization exists."
+        return limits_summary(limits_of(organization=obj), organization=obj.pk)
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         if obj is None:

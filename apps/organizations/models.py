@@ -18,6 +18,13 @@ class LogBodies(models.TextChoices):
     METADATA = "metadata"
 
 
+class FailMode(models.TextChoices):
+    """What the proxy does with budgets and rate limits while Redis cannot be reached."""
+
+    OPEN = "open"  # serve without checking; reconcile repairs the counters afterwards
+    CLOSED = "closed"  # refuse (503) every request a budget or rate limit applies to
+
+
 class Role(models.TextChoices):
     OWNER = "owner"
     ADMIN = "admin"
@@ -40,6 +47,7 @@ class Organization(UUIDModel):
     log_retention_days = models.PositiveIntegerField(default=30)
     # Empty means every region is allowed; teams, keys and the request header can only narrow it.
     allowed_data_regions = models.JSONField(default=list, blank=True)
+    limits_fail_mode = models.CharField(max_length=10, choices=FailMode.choices, default=FailMode.OPEN)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -12,11 +12,14 @@ class OrganizationSnapshot:
     id: str
     allowed_data_regions: frozenset[str]
     log_bodies: str
+    limits_fail_mode: str
 
 
 def organization_snapshot(organization_id) -> OrganizationSnapshot | None:
     organization = (
-        Organization.objects.filter(pk=organization_id).only("allowed_data_regions", "log_bodies").first()
+        Organization.objects.filter(pk=organization_id)
+        .only("allowed_data_regions", "log_bodies", "limits_fail_mode")
+        .first()
     )
     if organization is None:
         return None
@@ -24,4 +27,5 @@ def organization_snapshot(organization_id) -> OrganizationSnapshot | None:
         id=str(organization.id),
         allowed_data_regions=frozenset(organization.allowed_data_regions),
         log_bodies=organization.log_bodies,
+        limits_fail_mode=organization.limits_fail_mode,
     )

@@ -21,9 +21,9 @@ from apps.audit.records import RequestRecord, emit
 from apps.core.brand import header_names
 from apps.core.errors import GatewayError, MethodNotAllowed, NotFound
 
-from . import endpoints, pipeline
+from . import admission, endpoints, pipeline
 from .auth import authenticate, require_permission
-from .config import config_store
+from .config import config_store, load_config
 from .endpoints import Endpoint
 from .errors import InternalError, error_response_parts
 from .http import ProxyRequest, ProxyResponse, ProxyStream, decode_headers, read_body
@@ -78,6 +78,7 @@ class ProxyApp:
                 await self.send_response(send, request, response)
         finally:
             hand_over(request)
+            admission.settle_soon(request)  # after the answer: the client never waits for it
 
     async def handle(self, request: ProxyRequest, receive) -> ProxyResponse | ProxyStream:
         methods = ROUTES.get(request.path)
@@ -89,7 +90,7 @@ class ProxyApp:
                 f"{request.method} is not allowed on {request.path}; use {', '.join(methods)}.",
                 headers={"allow": ", ".join(methods)},
             )
-        key, generation = await authenticate(request.headers)
+        key = await authenticate(request.headers)
         request.api_key = key
         record = request.record
         record.organization_id, record.api_key_id, record.api_key_prefix = (
@@ -102,9 +103,12 @@ class ProxyApp:
         # Read only after the key is known, so anonymous clients cannot make the gateway buffer bodies.
         request.body = await read_body(receive, request.headers, settings.GATEWAY_MAX_BODY_BYTES)
         key_usage.note(key.id)
-        request.config = await config_store.get(key.organization_id, generation)
-        if request.config is None:  # the organization was deleted after the key was cached
-            raise NotFound("This API key's organization no longer exists.", code="organization_not_found")
+        # The copy held, whose generation admission checks (pipeline.run); the first request of an
+        # organization in this process asks for the generation first, so the copy is read once.
+        generation = None
+        if not config_store.holds(key.organization_id):
+            generation = await admission.current_generation(key)
+        request.config = await load_config(key.organization_id, generation)
         record.log_bodies = request.config.log_bodies
         return await pipeline.run(route.endpoint, request)
 
@@ -134,6 +138,7 @@ class ProxyApp:
         if record.policy_action:
             headers[names.policy_action] = record.policy_action
             headers[names.policy_reason] = record.policy_reason or ""
+        headers.update(request.limit_headers)
         return headers
 
     async def send_response(self, send, request: ProxyRequest, response: ProxyResponse) -> None:

@@ -62,6 +62,13 @@ class ApiKeyCache:
         if digest is not None:
             self._entries.pop(digest, None)
 
+    def forget_organization(self, organization_id: str) -> None:
+        """Drops the organization's keys: a changed configuration may have changed a key too (its
+        regions, its expiry), and a key is re-read with the configuration."""
+        for key, _ in list(self._entries.values()):
+            if key is not None and key.organization_id == organization_id:
+                self.forget(key.id)
+
     def clear(self) -> None:
         self._entries.clear()
         self._digest_by_id.clear()
@@ -113,9 +120,9 @@ def _load_key(digest: str) -> AuthenticatedKey | None:
 _load_key_async = database_sync_to_async(_load_key)
 
 
-async def authenticate(headers: dict[str, str]) -> tuple[AuthenticatedKey, int | None]:
-    """The key, and its organization's configuration generation (None when Redis could not say),
-    both read in one Redis round trip."""
+async def authenticate(headers: dict[str, str]) -> AuthenticatedKey:
+    """The key, from this worker's memory when it was looked up lately. Whether it has been revoked
+    since is read with the request's admission (admission.py), in its one Redis round trip."""
     token = bearer_token(headers)
     digest = api_key_digest(token)
     cached, key = key_cache.get(digest)
@@ -126,11 +133,7 @@ async def authenticate(headers: dict[str, str]) -> tuple[AuthenticatedKey, int |
         raise KeyRefused("Invalid API key, or the key has been revoked.", code="invalid_api_key")
     if key.expires_at is not None and key.expires_at <= timezone.now():
         raise KeyRefused("This API key has expired.", code="api_key_expired")
-    revoked, generation = await revocation.check(key.id, key.organization_id)
-    if revoked:
-        key_cache.forget(key.id)
-        raise KeyRefused("Invalid API key, or the key has been revoked.", code="invalid_api_key")
-    return key, generation
+    return key
 
 
 def require_permission(key: AuthenticatedKey, accepted: frozenset[str]) -> None:

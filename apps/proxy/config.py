@@ -22,6 +22,8 @@ from django.conf import settings
 
 from apps.catalog.pricing import Price
 from apps.catalog.selectors import AliasSnapshot, active_alias_snapshots, price_at, price_versions
+from apps.core.errors import NotFound
+from apps.limits.selectors import OrganizationLimits, organization_limits
 from apps.organizations.selectors import organization_snapshot
 from apps.providers.selectors import ProviderKeySnapshot, usable_provider_keys
 from apps.teams.selectors import TeamSnapshot, team_snapshots
@@ -40,6 +42,8 @@ class OrganizationConfig:
     teams_by_id: dict[str, TeamSnapshot]
     teams_by_slug: dict[str, TeamSnapshot]
     prices: dict[tuple[str, str], list[Price]]
+    limits: OrganizationLimits = field(default_factory=OrganizationLimits)
+    limits_fail_mode: str = "open"
     # The /v1/models answer, rendered once per generation.
     models_body: bytes = b""
     # alias -> its deployments then its fallbacks' (routing.resolve_model), built on first use.
@@ -81,7 +85,7 @@ def _models_body(aliases: dict[str, AliasSnapshot]) -> bytes:
 
 
 def load_organization_config(organization_id: str, generation: int) -> OrganizationConfig | None:
-    """Reads the organization through its domains' selectors (six queries, one thread hop)."""
+    """Reads the organization through its domains' selectors (seven queries, one thread hop)."""
     organization = organization_snapshot(organization_id)
     if organization is None:
         return None
@@ -100,6 +104,8 @@ def load_organization_config(organization_id: str, generation: int) -> Organizat
         teams_by_id={team.id: team for team in teams},
         teams_by_slug={team.slug: team for team in teams},
         prices=price_versions(organization_id),
+        limits=organization_limits(organization_id),
+        limits_fail_mode=organization.limits_fail_mode,
         models_body=_models_body(aliases),
     )
 
@@ -137,7 +143,9 @@ class ConfigStore:
                 self.clock() - read_at < settings.GATEWAY_CONFIG_MAX_AGE_SECONDS
             ):
                 return config
-        key = (organization_id, -1 if generation is None else generation)
+        if generation is None:  # not known yet (or Redis unreachable): the copy held is the best guess
+            generation = held[0].generation if held is not None else -1
+        key = (organization_id, generation)
         task = self._under_way(key)
         if task is not None and held is not None and (generation is None or config.generation == generation):
             return config  # only the age ran out, and another request is reading it again
@@ -148,6 +156,9 @@ class ConfigStore:
         # Shielded: a client that leaves must not cancel the read the other requests wait for.
         return await asyncio.shield(task)
 
+    def holds(self, organization_id: str) -> bool:
+        return organization_id in self._configs
+
     def _under_way(self, key: tuple[str, int]) -> asyncio.Task | None:
         task = self._reads.get(key)
         # A read of another event loop (a test's that ended) cannot be awaited from this one.
@@ -157,7 +168,10 @@ class ConfigStore:
         config = await self.load(organization_id, generation)
         if config is None:  # the organization is gone
             self._configs.pop(organization_id, None)
-        else:
+            return None
+        held = self._configs.get(organization_id)
+        # A read of an older generation that ends after a newer one must not replace it.
+        if held is None or held[0].generation <= generation:
             self._configs[organization_id] = (config, self.clock())
         return config
 
@@ -173,3 +187,10 @@ class ConfigStore:
 
 
 config_store = ConfigStore()
+
+
+async def load_config(organization_id: str, generation: int | None) -> OrganizationConfig:
+    config = await config_store.get(organization_id, generation)
+    if config is None:  # the organization was deleted after the key was cached
+        raise NotFound("This API key's organization no longer exists.", code="organization_not_found")
+    return config

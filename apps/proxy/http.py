@@ -37,6 +37,9 @@ class ProxyRequest:
     api_key: Any = None
     config: Any = None
     record: Any = None
+    # Admission (admission.py): the rate-limit headers of every response, what to settle after it.
+    limit_headers: dict[str, str] = field(default_factory=dict)
+    settlement: Any = None
 
     def json(self) -> Any:
         """The body as JSON, parsed once; anything unreadable is a 400 in OpenAI's shape."""

@@ -2,6 +2,8 @@
 
     read the body, validate it            (the endpoint: endpoints.py)
     context: team, data regions
+    admission                             revocation, configuration generation, rate limits and
+                                          budgets in one round trip (admission.py)
     before stages, in slot order          a stage may change ctx.body, refuse (raise a GatewayError)
                                           or answer; the first answer skips the rest and the upstream
     the endpoint's answer                 route + call the upstream (/v1/models: its own list)
@@ -21,14 +23,17 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from django.utils import timezone
+
 from apps.audit.records import RequestRecord
 from apps.core.brand import header_names
-from apps.core.errors import PermissionDenied
+from apps.core.errors import GatewayError, PermissionDenied
 from apps.teams.selectors import TeamSnapshot
 
+from . import admission
 from .answers import Answer, StreamOutcome
-from .auth import AuthenticatedKey
-from .config import OrganizationConfig
+from .auth import AuthenticatedKey, authenticate, key_cache
+from .config import OrganizationConfig, load_config
 from .errors import StreamInterrupted, error_event
 from .http import ProxyRequest, ProxyResponse, ProxyStream
 from .routing import allowed_regions
@@ -38,10 +43,10 @@ if TYPE_CHECKING:
 
 
 # The stages' places, outermost first. A slot names where a feature goes, whether or not its stage
-# has landed; a stage is registered at one.
+# has landed; a stage is registered at one. Rate limits and budgets are not stages: admission
+# (admission.py) checks them before any stage runs, in the one Redis round trip that also checks the
+# key's revocation, and settles after the response has been sent.
 SLOTS = (
-    "rate_limits",  # per-key and per-team limits: refuse before anything is spent
-    "budget",  # team budgets: refuse when spent, settle what the answer cost after it
     "policies",  # block or redact the request; redact the answer
     "cache",  # answer from the cache (l1, l2, l3); store the answer after it
     "prompt_template",  # prompt templates and experiment variants rewrite the body
@@ -153,7 +158,7 @@ def _plan(endpoint: "Endpoint") -> _Plan:
 
 async def run(endpoint: "Endpoint", request: ProxyRequest) -> ProxyResponse | ProxyStream:
     """One request from its validated body to the response app.py sends."""
-    ctx = begin(endpoint, request, endpoint.read(request))
+    ctx = await admitted(endpoint, request, endpoint.read(request))
     plan = _plan(endpoint)
     answered_at = len(plan.afters) - 1  # the endpoint's own answer, unless a stage gives one
     answer: Answer | None = None
@@ -174,6 +179,34 @@ async def run(endpoint: "Endpoint", request: ProxyRequest) -> ProxyResponse | Pr
     for after in plan.afters[answered_at]:
         await after(ctx, answer)
     return ProxyResponse(status=answer.status, body=answer.body, headers=answer.headers)
+
+
+async def admitted(endpoint: "Endpoint", request: ProxyRequest, body: dict[str, Any]) -> ProxyContext:
+    """The request's context, once admission (admission.py) lets it through. It starts from the
+    configuration this worker holds; when admission finds a newer one (nothing is charged then), or
+    the held one refused something a newer one may allow (a team or model just created), the newer
+    one is loaded and the request starts again with it."""
+    for _ in range(3):
+        now = timezone.now()
+        try:
+            ctx = begin(endpoint, request, body)
+            charges = admission.charges_for(ctx, now)
+        except GatewayError:
+            generation = await admission.newer_generation(request)
+            if generation is None:
+                raise
+        else:
+            generation = await admission.admit(ctx, charges, now)
+            if generation is None:
+                return ctx
+        organization_id = request.api_key.organization_id
+        request.config = await load_config(organization_id, generation)
+        request.record.log_bodies = request.config.log_bodies
+        # The key is read again with the configuration: an update (its regions, its expiry, its
+        # team) bumped the same generation.
+        key_cache.forget_organization(organization_id)
+        request.api_key = await authenticate(request.headers)
+    raise admission.LimitsUnavailable("This organization's configuration is changing; retry shortly.")
 
 
 def begin(endpoint: "Endpoint", request: ProxyRequest, body: dict[str, Any]) -> ProxyContext:

@@ -41,5 +41,5 @@ def estimate_usage(body: dict[str, Any], output_chars: int) -> Usage:
     return Usage(input_tokens=-(-prompt_chars // 4), output_tokens=-(-output_chars // 4), estimated=True)
 
 
-# Slots without a stage yet: rate_limits, budget, policies, cache, prompt_template.
+# Slots without a stage yet: policies, cache, prompt_template.
 register(SettleCost())

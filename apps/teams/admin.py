@@ -2,6 +2,7 @@ from django import forms
 from django.contrib import admin
 
 from apps.core.admin_mixins import DataRegionsField, ServiceAdmin
+from apps.limits.admin import limits_summary
 
 from . import services
 from .models import Team
@@ -25,7 +26,13 @@ class TeamAdmin(ServiceAdmin):
     list_filter = ("organization",)
     search_fields = ("name", "slug", "organization__name")
     prepopulated_fields = {"slug": ("name",)}
-    readonly_fields = ("id", "created_at", "updated_at")
+    readonly_fields = ("id", "created_at", "updated_at", "budget_and_rate_limits")
+
+    @admin.display(description="Budget and rate limits")
+    def budget_and_rate_limits(self, obj: Team) -> str:
+        if obj.pk is None:
+            return "Set once the team exists."
+        return limits_summary(getattr(obj, "limits", None), organization=obj.organization_id, team=obj.pk)
 
     def get_readonly_fields(self, request, obj=None):
         # The team's keys and usage belong to its organization: a team cannot move.

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.db import models
 
 from apps.core.models import UUIDModel
@@ -20,3 +21,20 @@ class Team(UUIDModel):
 
     def __str__(self) -> str:
         return self.name
+
+
+class TeamMembership(UUIDModel):
+    """A user of the team's organization who belongs to the team: a member (role) of the organization
+    reads the usage of the teams they belong to, and of the API keys bound to them."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="team_memberships"
+    )
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=("team", "user"), name="unique_team_membership")]
+        ordering = ("created_at",)
+
+    def __str__(self) -> str:
+        return f"{self.user} in team {self.team}"

@@ -2,7 +2,9 @@
 
 from dataclasses import dataclass
 
-from .models import Team
+from django.db.models import QuerySet
+
+from .models import Team, TeamMembership
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,5 +23,22 @@ def team_snapshots(organization_id) -> tuple[TeamSnapshot, ...]:
         )
         for team in Team.objects.filter(organization_id=organization_id).only(
             "id", "slug", "allowed_data_regions"
+        )
+    )
+
+
+def team_members(team: Team) -> QuerySet[TeamMembership]:
+    """The team's members who are still users of its organization (leaving the organization ends
+    what a team membership allows, whether or not its row is gone)."""
+    return TeamMembership.objects.filter(
+        team=team, user__memberships__organization_id=team.organization_id
+    ).select_related("user")
+
+
+def team_ids_of(*, user, organization_id) -> set:
+    """The ids of the organization's teams ``user`` belongs to."""
+    return set(
+        TeamMembership.objects.filter(user=user, team__organization_id=organization_id).values_list(
+            "team_id", flat=True
         )
     )

@@ -4,14 +4,26 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from apps.core.errors import Conflict
+from apps.accounts.models import User
+from apps.core.errors import Conflict, InvalidRequest
 from apps.core.generations import bump_generation
+from apps.limits.services import UNSET, limits_set
 from apps.organizations.models import Organization
 
-from .models import Team
+from .models import Team, TeamMembership
 
 
-def team_create(*, organization: Organization, name: str, slug: str = "", allowed_data_regions=()) -> Team:
+def team_create(
+    *,
+    organization: Organization,
+    name: str,
+    slug: str = "",
+    allowed_data_regions=(),
+    budget=UNSET,
+    rate_limits=UNSET,
+) -> Team:
+    """``budget`` and ``rate_limits`` as ``limits_set`` takes them, set in the team's transaction: a
+    refused budget creates no team."""
     slug = slug or slugify(name)[:80] or f"team-{secrets.token_hex(3)}"
     if Team.objects.filter(organization=organization, slug=slug).exists():
         raise Conflict(f"A team with the slug '{slug}' exists already.", code="team_slug_taken")
@@ -23,13 +35,16 @@ def team_create(*, organization: Organization, name: str, slug: str = "", allowe
                 slug=slug,
                 allowed_data_regions=list(allowed_data_regions),
             )
+            limits_set(organization=organization, team=team, budget=budget, rate_limits=rate_limits)
             bump_generation(organization.id)  # the proxy resolves teams from memory
             return team
     except IntegrityError as error:  # a concurrent request took the slug between the check and the insert
         raise Conflict(f"A team with the slug '{slug}' exists already.", code="team_slug_taken") from error
 
 
-def team_update(*, team: Team, **changes) -> Team:
+def team_update(*, team: Team, budget=UNSET, rate_limits=UNSET, **changes) -> Team:
+    """``changes``: the team's own fields; ``budget`` and ``rate_limits`` as ``limits_set`` takes them,
+    written in the same transaction."""
     new_slug = changes.get("slug")
     if new_slug and new_slug != team.slug:
         if Team.objects.filter(organization=team.organization_id, slug=new_slug).exists():
@@ -39,6 +54,7 @@ def team_update(*, team: Team, **changes) -> Team:
     try:
         with transaction.atomic():
             team.save(update_fields=[*changes, "updated_at"])
+            limits_set(organization=team.organization, team=team, budget=budget, rate_limits=rate_limits)
             bump_generation(team.organization_id)
     except IntegrityError as error:
         raise Conflict(
@@ -57,3 +73,28 @@ def team_delete(*, team: Team) -> None:
     organization_id = team.organization_id
     team.delete()
     bump_generation(organization_id)
+
+
+def team_member_add(*, team: Team, user: User) -> TeamMembership:
+    """Adds a user of the team's organization to the team (another organization's user, or one who
+    is in no organization, is refused like a user that does not exist)."""
+    if not user.memberships.filter(organization_id=team.organization_id).exists():
+        raise InvalidRequest(
+            "No such user in this organization.",
+            code="validation_error",
+            param="user_id",
+            fields={"user_id": ["No such user in this organization."]},
+        )
+    if TeamMembership.objects.filter(team=team, user=user).exists():
+        raise Conflict(f"{user.email} is a member of this team already.", code="already_a_team_member")
+    try:
+        with transaction.atomic():
+            return TeamMembership.objects.create(team=team, user=user)
+    except IntegrityError as error:  # added by a concurrent request between the check and the insert
+        raise Conflict(
+            f"{user.email} is a member of this team already.", code="already_a_team_member"
+        ) from error
+
+
+def team_member_remove(*, membership: TeamMembership) -> None:
+    membership.delete()

@@ -1,4 +1,5 @@
-"""Reconcile: the aggregates (spend rollups, Redis counters) against what the audit log says."""
+"""Reconcile: the spend rollups against what the audit log says (the budget counters it also
+rebuilds: tests/limits/test_budget_reconcile.py)."""
 
 from datetime import timedelta
 from decimal import Decimal
@@ -11,9 +12,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.audit.models import AuditEntry, SpendRollup
-from apps.audit.rollups import counter_key
 from apps.catalog.services import model_price_create
-from apps.core.redis import sync_client
+from apps.core.redis import redis_key, sync_client
 from apps.outbox.outbox import outbox
 from tests.conftest import login
 from tests.factories import TeamFactory, create_api_key
@@ -78,7 +78,7 @@ async def test_a_degraded_secondary_path_is_reported_then_corrected_and_reconcil
     proxy, organization, outsider, upstream, admin_client
 ):
     await send_traffic(proxy, organization, upstream, outsider=outsider)
-    # The secondary path lost one team's updates and counted another's twice; Redis lost its counter.
+    # The secondary path lost one team's updates and counted another's twice.
     rollups = SpendRollup.objects.filter(organization=organization)
     # (One row per team, or two if the traffic straddled an hour: degrade every row of each team.)
     rows = await database_sync_to_async(lambda: list(rollups.order_by("team_id", "hour")))()
@@ -90,13 +90,10 @@ async def test_a_degraded_secondary_path_is_reported_then_corrected_and_reconcil
             row.requests *= 2
             row.cost_usd *= 2
             await row.asave()
-    day = timezone.now().strftime("%Y-%m-%d")
-    if settings.REDIS_URL:
-        sync_client().delete(counter_key(str(organization.id), "organization", str(organization.id), day))
 
     dry_run = (await database_sync_to_async(admin_client.post)(URL, period(), format="json")).json()
 
-    assert dry_run["applied"] is False
+    assert dry_run["applied"] is False and dry_run["budget_counters"] is None
     assert {
         (d["team_id"], d["expected"]["requests"], d["found"]["requests"]) for d in dry_run["differences"]
     } == {
@@ -114,17 +111,26 @@ async def test_a_degraded_secondary_path_is_reported_then_corrected_and_reconcil
     ).json()
 
     assert applied["applied"] is True
+    assert applied["budget_counters"] == {"rebuilt": [], "error": None}  # the organization has no budget
     assert again["differences"] == [] and again["applied"] is False
     logged = await database_sync_to_async(
         lambda: AuditEntry.objects.filter(organization=organization).aggregate(total=Sum("cost_usd"))["total"]
     )()
     rolled = await database_sync_to_async(lambda: rollups.aggregate(total=Sum("cost_usd"))["total"])()
     assert rolled == logged
-    if settings.REDIS_URL:
-        counter = counter_key(str(organization.id), "organization", str(organization.id), day)
-        assert int(sync_client().get(counter)) == int(logged * Decimal("1e9"))
     # The outsider's aggregates were never touched.
     assert await SpendRollup.objects.filter(organization=outsider.organization).aexists()
+
+
+@pytest.mark.skipif(not settings.REDIS_URL, reason="Redis is not configured")
+async def test_the_ingest_writes_no_spend_counters_to_redis(proxy, organization, upstream):
+    # Budgets are charged by the proxy alone (docs/budgets.md): the ingest keeps only the rollups.
+    await send_traffic(proxy, organization, upstream)
+
+    assert await SpendRollup.objects.filter(organization=organization).aexists()
+    assert (
+        list(sync_client().scan_iter(match=redis_key("spend", str(organization.id), "*"), count=1000)) == []
+    )
 
 
 async def test_a_price_changed_after_the_fact_shows_as_a_difference(

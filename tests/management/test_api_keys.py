@@ -27,6 +27,8 @@ LISTED_FIELDS = {
     "is_active",
     "status",
     "expires_at",
+    "budget",
+    "rate_limits",
     "created_at",
     "last_used_at",
 }
@@ -143,7 +145,7 @@ def test_one_key_can_be_read_without_its_secret(session_client):
     response = session_client.get(f"{URL}/{created['id']}")
 
     assert response.status_code == 200
-    assert set(response.json()) == LISTED_FIELDS
+    assert set(response.json()) == LISTED_FIELDS | {"usage"}  # the detail adds the key's usage
     assert created["key"] not in response.content.decode()
 
 

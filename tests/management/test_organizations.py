@@ -52,7 +52,13 @@ def test_it_persists_a_new_name_and_settings(session_client):
     assert response.json()["name"] == "Renamed Inc"
     read_back = session_client.get(URL).json()
     assert read_back["name"] == "Renamed Inc"
-    assert read_back["settings"] == changes["settings"]
+    # Settings not named in the change (budget, rate_limits, limits_fail_mode) keep their defaults.
+    assert read_back["settings"] == {
+        **changes["settings"],
+        "budget": None,
+        "rate_limits": None,
+        "limits_fail_mode": "open",
+    }
 
 
 def test_a_partial_settings_patch_leaves_the_other_settings_alone(session_client):

@@ -149,7 +149,7 @@ async def test_a_stage_answers_a_completion_without_calling_the_upstream(
 async def test_a_stage_answers_a_stream_through_the_same_relay_as_an_upstream(
     sdk, proxy, routed, gateway_key, records, add_stage
 ):
-    watcher = add_stage(Watcher("budget"))
+    watcher = add_stage(Watcher("policies"))
     add_stage(CannedAnswer())
 
     stream = await sdk.chat.completions.create(model="fast", messages=HELLO, stream=True)
@@ -189,7 +189,7 @@ async def test_a_client_that_leaves_a_replayed_stream_ends_it_for_the_stages(
         async def before(self, ctx):
             return Answer.streamed(first_frame_then_wait())
 
-    watcher = add_stage(Watcher("budget"))
+    watcher = add_stage(Watcher("policies"))
     add_stage(EndlessReplay())
     body = json.dumps({**CHAT, "stream": True}).encode()
     delivered = asyncio.Event()
@@ -226,7 +226,7 @@ async def test_a_client_that_leaves_a_replayed_stream_ends_it_for_the_stages(
 async def test_after_stages_see_the_upstreams_answer_once_it_is_priced(
     proxy, sdk, routed, gateway_key, records, add_stage
 ):
-    watcher = add_stage(Watcher("budget"))
+    watcher = add_stage(Watcher("policies"))
 
     response = await proxy.post("/v1/chat/completions", json=CHAT, headers=bearer(gateway_key[1]))
     stream = await sdk.chat.completions.create(model="fast", messages=HELLO, stream=True)
@@ -263,7 +263,7 @@ async def test_a_before_stage_can_change_the_body_the_upstream_gets(proxy, route
 
 async def test_a_stage_can_refuse_the_models_list_too(proxy, routed, gateway_key, records, add_stage):
     class Limit(pipeline.Stage):
-        slot = "rate_limits"
+        slot = "policies"
 
         async def before(self, ctx):
             raise RateLimited("Too many requests for this key.", headers={"retry-after": "7"})
@@ -334,9 +334,9 @@ def test_a_stage_needs_a_known_slot():
 
 
 def test_stages_run_in_slot_order_whatever_the_order_they_were_registered_in(add_stage):
-    late, early = add_stage(Watcher("prompt_template")), add_stage(Watcher("rate_limits"))
+    late, early = add_stage(Watcher("prompt_template")), add_stage(Watcher("policies"))
 
     slots = [stage.slot for stage in pipeline._stages]
 
-    assert slots.index("rate_limits") < slots.index("prompt_template") < slots.index("cost")
+    assert slots.index("policies") < slots.index("prompt_template") < slots.index("cost")
     assert pipeline._stages.index(early) < pipeline._stages.index(late)

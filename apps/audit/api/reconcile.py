@@ -2,12 +2,12 @@
 
 from dataclasses import asdict
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.response import Response
 
 from apps.audit.periods import InvalidParameter, format_instant
-from apps.audit.reconcile import ReconcileReport, reconcile, retained_since
+from apps.audit.reconcile import BudgetCountersReport, ReconcileReport, reconcile, retained_since
 from apps.audit.rollups import Totals
 from apps.organizations.tenancy import OrganizationScopedViewSet
 
@@ -20,6 +20,64 @@ class ReconcileRequestSerializer(TimeRangeSerializer):
     range_required = True
 
     apply = serializers.BooleanField(required=False, default=False)
+
+
+@extend_schema_field({"type": "string", "format": "decimal", "example": "12.5"})
+class _MoneyField(serializers.Field):
+    """Schema only: a decimal string."""
+
+
+class ReconcileTotalsSerializer(serializers.Serializer):
+    requests = serializers.IntegerField()
+    errors = serializers.IntegerField()
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    cost_usd = _MoneyField()
+
+
+class ReconcileDifferenceSerializer(serializers.Serializer):
+    team_id = serializers.CharField(allow_null=True)
+    api_key_id = serializers.CharField(allow_null=True)
+    provider = serializers.CharField(allow_null=True)
+    expected = ReconcileTotalsSerializer(help_text="The audit log's.")
+    found = ReconcileTotalsSerializer(help_text="The rollups'.")
+    cost_difference_usd = _MoneyField()
+
+
+class ReconcileBudgetCounterSerializer(serializers.Serializer):
+    scope = serializers.ChoiceField(choices=["organization", "team", "api_key"])
+    scope_id = serializers.CharField()
+    period_start = serializers.DateTimeField()
+    period_end = serializers.DateTimeField()
+    spent_before_usd = _MoneyField(allow_null=True, help_text="null: the window's spend was not loaded.")
+    spent_usd = _MoneyField(help_text="The audit log's spend in the window so far.")
+
+
+class ReconcileBudgetCountersSerializer(serializers.Serializer):
+    rebuilt = ReconcileBudgetCounterSerializer(many=True, help_text="The budget windows whose spend changed.")
+    error = serializers.CharField(allow_null=True, help_text="Why they could not be rebuilt (Redis down).")
+
+
+class ReconcileReportSerializer(serializers.Serializer):
+    """The answer (built by ``report_data``; this serializer documents it)."""
+
+    def get_fields(self):
+        # "from" is a keyword: the fields are named here rather than as attributes.
+        return {
+            "from": serializers.DateTimeField(),
+            "to": serializers.DateTimeField(),
+            "source": serializers.CharField(),
+            "compared_with": serializers.CharField(),
+            "expected": ReconcileTotalsSerializer(help_text="The audit log's."),
+            "found": ReconcileTotalsSerializer(help_text="The rollups'."),
+            "differences": ReconcileDifferenceSerializer(many=True),
+            "applied": serializers.BooleanField(help_text="The rollups were rebuilt."),
+            "budget_counters": ReconcileBudgetCountersSerializer(
+                allow_null=True,
+                help_text="With apply: the current windows of the budgets set to the audit log's spend; "
+                "null on a dry run.",
+            ),
+        }
 
 
 def _totals(totals: Totals) -> dict:
@@ -46,6 +104,32 @@ def report_data(report: ReconcileReport) -> dict:
             for difference in report.differences
         ],
         "applied": report.applied,
+        "budget_counters": _budget_counters(report.budget_counters),
+    }
+
+
+def _money(value) -> str:
+    return f"{value.normalize():f}"
+
+
+def _budget_counters(report: BudgetCountersReport | None) -> dict | None:
+    if report is None:
+        return None
+    return {
+        "rebuilt": [
+            {
+                "scope": change.scope,
+                "scope_id": change.scope_id,
+                "period_start": format_instant(change.period_start),
+                "period_end": format_instant(change.period_end),
+                "spent_before_usd": None
+                if change.spent_before_usd is None
+                else _money(change.spent_before_usd),
+                "spent_usd": _money(change.spent_usd),
+            }
+            for change in report.rebuilt
+        ],
+        "error": report.error,
     }
 
 
@@ -54,7 +138,7 @@ class ReconcileViewSet(OrganizationScopedViewSet):
 
     serializer_class = ReconcileRequestSerializer
 
-    @extend_schema(request=ReconcileRequestSerializer, responses={200: dict})
+    @extend_schema(request=ReconcileRequestSerializer, responses={200: ReconcileReportSerializer})
     def create(self, request):
         serializer = ReconcileRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

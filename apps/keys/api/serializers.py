@@ -3,6 +3,7 @@ from rest_framework import serializers
 
 from apps.core.api.fields import DataRegionsField, StrictCharField
 from apps.keys.models import ApiKey, KeyStatus, Permission
+from apps.limits.api.serializers import BudgetField, RateLimitsField, UsageSerializer
 from apps.organizations.tenancy import OrganizationScopedRelatedField
 from apps.teams.models import Team
 
@@ -10,6 +11,8 @@ from apps.teams.models import Team
 class ApiKeySerializer(serializers.ModelSerializer):
     team_id = serializers.UUIDField(read_only=True, allow_null=True)
     status = serializers.ChoiceField(choices=KeyStatus.choices, read_only=True)
+    budget = BudgetField(read_only=True)
+    rate_limits = RateLimitsField(read_only=True)
 
     class Meta:
         model = ApiKey
@@ -23,9 +26,21 @@ class ApiKeySerializer(serializers.ModelSerializer):
             "is_active",
             "status",
             "expires_at",
+            "budget",
+            "rate_limits",
             "created_at",
             "last_used_at",
         )
+        read_only_fields = fields
+
+
+class ApiKeyDetailSerializer(ApiKeySerializer):
+    """One key: with its usage, when the caller may read it (null otherwise)."""
+
+    usage = UsageSerializer(read_only=True, allow_null=True)
+
+    class Meta(ApiKeySerializer.Meta):
+        fields = (*ApiKeySerializer.Meta.fields, "usage")
         read_only_fields = fields
 
 
@@ -41,6 +56,25 @@ class ApiKeyCreateSerializer(serializers.Serializer):
     )
     expires_at = serializers.DateTimeField(required=False, allow_null=True)
     allowed_data_regions = DataRegionsField(required=False)
+    budget = BudgetField()
+    rate_limits = RateLimitsField()
+
+    def validate_expires_at(self, value):
+        if value is not None and value <= timezone.now():
+            raise serializers.ValidationError("Must be in the future.")
+        return value
+
+
+class ApiKeyUpdateSerializer(serializers.Serializer):
+    """A PATCH: only the fields it names change. The secret, team and permissions never do."""
+
+    name = StrictCharField(max_length=200, required=False)
+    expires_at = serializers.DateTimeField(
+        required=False, allow_null=True, help_text="In the future, or null."
+    )
+    allowed_data_regions = DataRegionsField(required=False)
+    budget = BudgetField()
+    rate_limits = RateLimitsField()
 
     def validate_expires_at(self, value):
         if value is not None and value <= timezone.now():

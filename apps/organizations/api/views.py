@@ -1,7 +1,11 @@
+from django.db import transaction
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics
 from rest_framework.response import Response
 
+from apps.core.errors import InvalidRequest
+from apps.limits.api.serializers import nested_under
+from apps.limits.services import UNSET, limits_set
 from apps.organizations import services
 from apps.organizations.models import Organization
 from apps.organizations.tenancy import OrganizationScopedMixin
@@ -28,5 +32,13 @@ class CurrentOrganizationView(OrganizationScopedMixin, generics.GenericAPIView):
         organization = self.get_object()
         serializer = self.get_serializer(organization, data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
-        organization = services.organization_update(organization=organization, **serializer.validated_data)
-        return Response(self.get_serializer(organization).data)
+        changes = dict(serializer.validated_data)
+        budget, rate_limits = changes.pop("budget", UNSET), changes.pop("rate_limits", UNSET)
+        # One transaction: a budget the service refuses leaves the other settings unchanged too.
+        try:
+            with transaction.atomic():
+                services.organization_update(organization=organization, **changes)
+                limits_set(organization=organization, budget=budget, rate_limits=rate_limits)
+        except InvalidRequest as error:
+            raise nested_under("settings", error) from error
+        return Response(self.get_serializer(self.get_object()).data)  # read again: the limits changed

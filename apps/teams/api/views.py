@@ -1,11 +1,31 @@
+import uuid
+
+from django.http import Http404
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status
+from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from apps.limits.api.serializers import UsageSerializer, attached_limits
+from apps.limits.models import Scope
+from apps.limits.usage import usage_of
+from apps.organizations.models import Role
 from apps.organizations.tenancy import OrganizationScopedViewSet
-from apps.teams import services
-from apps.teams.models import Team
+from apps.teams import selectors, services
+from apps.teams.models import Team, TeamMembership
 
-from .serializers import TeamSerializer
+from .serializers import TeamMemberAddSerializer, TeamMemberSerializer, TeamSerializer
+
+
+def may_read_team_usage(request, team_id) -> bool:
+    """Admins and owners read every team's usage; a member only that of the teams they belong to."""
+    if request.auth.membership.has_role(Role.ADMIN):
+        return True
+    return team_id is not None and team_id in selectors.team_ids_of(
+        user=request.user, organization_id=request.auth.organization.pk
+    )
 
 
 class TeamViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OrganizationScopedViewSet):
@@ -14,6 +34,9 @@ class TeamViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Organization
     http_method_names = ["get", "post", "patch", "delete", "options"]
     # A slug taken; a team that still has active keys cannot be deleted.
     error_statuses = {"create": (409,), "partial_update": (409,), "destroy": (409,)}
+
+    def get_base_queryset(self):
+        return self.queryset.select_related("limits")
 
     def create(self, request):
         serializer = self.get_serializer(data=request.data)
@@ -25,9 +48,71 @@ class TeamViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Organization
         team = self.get_object()
         serializer = self.get_serializer(team, data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
-        team = services.team_update(team=team, **serializer.validated_data)
-        return Response(self.get_serializer(team).data)
+        services.team_update(team=team, **serializer.validated_data)
+        return Response(self.get_serializer(self.get_object()).data)  # read again: the limits changed
 
     def destroy(self, request, pk=None):
         services.team_delete(team=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(responses={200: UsageSerializer})
+    @action(detail=True, methods=["get"])
+    def usage(self, request, pk=None):
+        """The team's spend in its budget's current window (the current UTC month without a budget).
+        A member reads only the teams they belong to: any other answers 404."""
+        team = self.get_object()
+        if not may_read_team_usage(request, team.id):
+            raise Http404
+        usage = usage_of(
+            organization=self.organization,
+            scope=Scope.TEAM,
+            scope_id=team.id,
+            limits=attached_limits(team),
+            now=timezone.now(),
+        )
+        return Response(UsageSerializer(usage).data)
+
+
+TEAM_ID = OpenApiParameter("team_id", str, OpenApiParameter.PATH, description="The team's id.")
+USER_ID = OpenApiParameter("user_id", str, OpenApiParameter.PATH, description="The member's user id.")
+
+
+@extend_schema(parameters=[TEAM_ID])
+class TeamMemberViewSet(mixins.ListModelMixin, OrganizationScopedViewSet):
+    """The users of the organization who belong to a team. Members read; admins add and remove."""
+
+    queryset = TeamMembership.objects.all()
+    serializer_class = TeamMemberSerializer
+    organization_field = "team__organization_id"
+    lookup_field = "user_id"
+    http_method_names = ["get", "post", "delete", "options"]
+    # Already a member of the team.
+    error_statuses = {"create": (409,)}
+
+    def team(self) -> Team:
+        try:
+            team_id = uuid.UUID(self.kwargs["team_id"])
+        except ValueError:
+            raise Http404 from None
+        return get_object_or_404(Team, pk=team_id, organization=self.organization)
+
+    def get_base_queryset(self):
+        return selectors.team_members(self.team())
+
+    @extend_schema(request=TeamMemberAddSerializer, responses={201: TeamMemberSerializer})
+    def create(self, request, team_id=None):
+        team = self.team()
+        serializer = TeamMemberAddSerializer(data=request.data, context=self.get_serializer_context())
+        serializer.is_valid(raise_exception=True)
+        membership = services.team_member_add(team=team, **serializer.validated_data)
+        return Response(TeamMemberSerializer(membership).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(parameters=[USER_ID], responses={204: None})
+    def destroy(self, request, team_id=None, user_id=None):
+        team = self.team()
+        try:
+            user_id = uuid.UUID(user_id)
+        except ValueError:
+            raise Http404 from None
+        services.team_member_remove(membership=get_object_or_404(TeamMembership, team=team, user_id=user_id))
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,163 @@
+from django import forms
+from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.http import urlencode
+
+from apps.core.admin_mixins import ServiceAdmin
+from apps.limits.selectors import budget_representation, rate_limits_representation
+
+from . import services
+from .models import DEFAULT_THRESHOLDS, Limits
+
+
+class ThresholdsField(forms.CharField):
+    """Percents separated by commas or spaces (``50, 80, 100``); empty: the default."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("help_text", "Percents of the budget announced once per window, e.g. 50, 80, 100.")
+        super().__init__(**kwargs)
+
+    def prepare_value(self, value):
+        return ", ".join(map(str, value)) if isinstance(value, list | tuple) else value
+
+    def to_python(self, value) -> list[int]:
+        words = super().to_python(value).replace(",", " ").split()
+        try:
+            return [int(word) for word in words] if words else list(DEFAULT_THRESHOLDS)
+        except ValueError:
+            raise forms.ValidationError("Whole percents separated by commas, e.g. 50, 80, 100.") from None
+
+    def has_changed(self, initial, data) -> bool:
+        try:
+            return list(initial or ()) != self.to_python(data)
+        except forms.ValidationError:
+            return True
+
+
+class LimitsForm(forms.ModelForm):
+    budget_thresholds = ThresholdsField()
+
+    class Meta:
+        model = Limits
+        fields = (
+            "organization",
+            "team",
+            "api_key",
+            "budget_usd",
+            "budget_period",
+            "budget_starts_at",
+            "budget_ends_at",
+            "budget_thresholds",
+            "rpm",
+            "tpm",
+        )
+        help_texts = {
+            "team": "Leave team and API key empty for the organization's own limits.",
+            "budget_usd": "Empty: no budget.",
+            "budget_starts_at": "Fixed budgets only.",
+            "rpm": "Requests per minute; empty for none, 0 refuses every request.",
+            "tpm": "Tokens per minute; empty for none.",
+        }
+
+    def clean(self):
+        cleaned = super().clean()
+        organization, team, api_key = (cleaned.get(name) for name in ("organization", "team", "api_key"))
+        if team is not None and api_key is not None:
+            self.add_error("api_key", "Limits apply to a team or an API key, not both.")
+        for name, target in (("team", team), ("api_key", api_key)):
+            if target is not None and organization is not None and target.organization_id != organization.id:
+                self.add_error(name, "This belongs to another organization.")
+        if cleaned.get("budget_usd") is not None and not cleaned.get("budget_period"):
+            self.add_error("budget_period", "A budget needs a period.")
+        if cleaned.get("budget_usd") is None and cleaned.get("rpm") is None and cleaned.get("tpm") is None:
+            if self.instance._state.adding:
+                raise forms.ValidationError("Set a budget or a rate limit (delete limits to remove them).")
+        return cleaned
+
+    def validate_unique(self) -> None:
+        # One row per target: adding limits to a target that has some changes them (limits_set
+        # finds the row), so the model's unique constraints are not a form error here.
+        pass
+
+    def budget(self) -> dict | None:
+        data = self.cleaned_data
+        if data.get("budget_usd") is None:
+            return None
+        return {
+            "amount_usd": data["budget_usd"],
+            "period": data["budget_period"],
+            "starts_at": data.get("budget_starts_at"),
+            "ends_at": data.get("budget_ends_at"),
+            "thresholds": data.get("budget_thresholds"),
+        }
+
+    def rate_limits(self) -> dict | None:
+        rpm, tpm = self.cleaned_data.get("rpm"), self.cleaned_data.get("tpm")
+        return None if rpm is None and tpm is None else {"rpm": rpm, "tpm": tpm}
+
+
+@admin.register(Limits)
+class LimitsAdmin(ServiceAdmin):
+    """Budgets and rate limits of organizations, teams and API keys. Every write is ``limits_set``:
+    checked as the API checks it, and the generation is bumped, so the proxy applies it to the next
+    request. Deleting removes both the budget and the rate limits."""
+
+    form = LimitsForm
+    list_display = ("__str__", "organization", "team", "api_key", "budget_usd", "budget_period", "rpm", "tpm")
+    list_filter = ("budget_period", "organization")
+    list_select_related = ("organization", "team", "api_key")
+    search_fields = ("organization__name", "team__name", "api_key__name")
+    readonly_fields = ("id", "created_at", "updated_at")
+
+    def get_readonly_fields(self, request, obj=None):
+        # What limits apply to is fixed once they exist: limits of another target are another row.
+        if obj is not None:
+            return (*self.readonly_fields, "organization", "team", "api_key")
+        return self.readonly_fields
+
+    def get_changeform_initial_data(self, request):
+        # The Team, API key and Organization pages link here with their ids.
+        return {
+            name: request.GET[name] for name in ("organization", "team", "api_key") if name in request.GET
+        }
+
+    def service_create(self, request, form: LimitsForm) -> Limits:
+        data = form.cleaned_data
+        return services.limits_set(
+            organization=data["organization"],
+            team=data.get("team"),
+            api_key=data.get("api_key"),
+            budget=form.budget(),
+            rate_limits=form.rate_limits(),
+        )
+
+    def service_update(self, request, obj: Limits, form: LimitsForm, changes: dict) -> None:
+        services.limits_set(
+            organization=obj.organization,
+            team=obj.team,
+            api_key=obj.api_key,
+            budget=form.budget(),
+            rate_limits=form.rate_limits(),
+        )
+
+    def service_delete(self, request, obj: Limits) -> None:
+        services.limits_set(
+            organization=obj.organization, team=obj.team, api_key=obj.api_key, budget=None, rate_limits=None
+        )
+
+
+def limits_summary(limits: Limits | None, **target) -> str:
+    """For the Team, API key and Organization pages: their limits and a link to change them."""
+    if limits is None:
+        url = reverse("admin:limits_limits_add") + "?" + urlencode({k: str(v) for k, v in target.items()})
+        return format_html('None. <a href="{}">Set a budget or rate limits</a>', url)
+    budget, rates = budget_representation(limits), rate_limits_representation(limits)
+    parts = []
+    if budget:
+        parts.append(f"budget {budget['amount_usd']} USD {budget['period']}")
+    if rates:
+        parts.append(f"rpm {rates['rpm']}, tpm {rates['tpm']}")
+    url = reverse("admin:limits_limits_change", args=[limits.pk])
+    return format_html('{} <a href="{}">Change</a>', "; ".join(parts), url)

@@ -103,6 +103,8 @@ class Admission:
     first_refusal: bool = False
     rates: list[RateState] = field(default_factory=list)
     reserved: list[BudgetCharge] = field(default_factory=list)
+    # The thresholds crossed by each settle that went in the same round trip (``settling``).
+    settled: list[list["Crossing"]] = field(default_factory=list)
 
     @property
     def admitted(self) -> bool:
@@ -137,162 +139,189 @@ class Usage:
 # --- The scripts ------------------------------------------------------------------------------------
 
 # KEYS: revocation marker, generation, then one key per rate charge, then per budget its hash and its
-# reservation set. ARGV: expected generation, now (ms), request id, reservation expiry (ms),
+# reservation set. argv: expected generation, now (ms), request id, reservation expiry (ms),
 # number of rate charges, then per charge limit and cost; number of budgets, then per budget limit,
 # reservation and the hash's time to live (s).
 # Returns {0, generation, remaining1, reset1, ...} admitted; {1, generation} revoked; {2, generation}
 # stale; {3, generation, i, retry_after_ms} rate charge i refused; {4, generation, j, first}
 # budget j refused; {5, generation, j1, j2 ...} budgets to seed first.
 # Amounts go to Redis as the strings they came as: Lua formats numbers with 14 digits.
+# Every script takes its arguments as one string (RedisCounters._run) and starts by splitting it.
+UNPACK = """
+local argv = {}
+for value in string.gmatch(ARGV[1], '[^ ]+') do argv[#argv + 1] = value end
+"""
 GIVE_BACK = """
 local function give_back(hash, amount)
   if amount and amount ~= '0' then redis.call('HINCRBY', hash, 'reserved', '-' .. amount) end
 end
 """
 
-ADMIT = (
-    GIVE_BACK
-    + """
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
-end
-local generation = tonumber(redis.call('GET', KEYS[2]) or '0')
-if generation ~= tonumber(ARGV[1]) then return {2, generation} end
-local now = tonumber(ARGV[2])
-local request_id = ARGV[3]
-local expires = tonumber(ARGV[4])
-local rates = tonumber(ARGV[5])
-local arg = 6
-local tats = {}
-local result = {0, generation}
-for i = 1, rates do
-  local limit, cost = tonumber(ARGV[arg]), tonumber(ARGV[arg + 1])
-  arg = arg + 2
-  if limit == 0 then return {3, generation, i, 60000} end
-  local interval = 60000 / limit
-  local tat = tonumber(redis.call('GET', KEYS[2 + i]) or '0')
-  if tat < now then tat = now end
-  local new_tat = tat + cost * interval
-  if cost * interval > 60000 then return {3, generation, i, -1} end
-  if new_tat - now > 60000 then return {3, generation, i, math.ceil(new_tat - now - 60000)} end
-  tats[i] = new_tat
-  result[#result + 1] = math.floor((now + 60000 - new_tat) / interval)
-  result[#result + 1] = math.ceil(new_tat - now)
-end
-local budgets = tonumber(ARGV[arg])
-arg = arg + 1
-local first_budget = 2 + rates
-local unseeded = {}
-for j = 1, budgets do
-  local hash, reservations = KEYS[first_budget + 2 * j - 1], KEYS[first_budget + 2 * j]
-  -- Reservations of requests that never settled (their process died), a few at a time.
-  for _, expired in ipairs(redis.call('ZRANGEBYSCORE', reservations, '-inf', now, 'LIMIT', 0, 20)) do
-    give_back(hash, redis.call('HGET', hash, 'r:' .. expired))
-    redis.call('HDEL', hash, 'r:' .. expired)
-    redis.call('ZREM', reservations, expired)
+ADMIT_FUNCTION = """
+local function admit_request(k, a)
+  if redis.call('EXISTS', KEYS[k + 1]) == 1 then
+    return {1, tonumber(redis.call('GET', KEYS[k + 2]) or '0')}
   end
-  if redis.call('HEXISTS', hash, 'seeded') == 0 then unseeded[#unseeded + 1] = j end
-end
-if #unseeded > 0 then
-  local answer = {5, generation}
-  for _, j in ipairs(unseeded) do answer[#answer + 1] = j end
-  return answer
-end
-for j = 1, budgets do
-  local hash = KEYS[first_budget + 2 * j - 1]
-  local limit, reserve = tonumber(ARGV[arg + 3 * (j - 1)]), tonumber(ARGV[arg + 3 * (j - 1) + 1])
-  local spent = tonumber(redis.call('HGET', hash, 'spent') or '0')
-  local reserved = tonumber(redis.call('HGET', hash, 'reserved') or '0')
-  if spent >= limit or spent + reserved + reserve > limit then
-    return {4, generation, j, redis.call('HSETNX', hash, 'exceeded', '1')}
+  local generation = tonumber(redis.call('GET', KEYS[k + 2]) or '0')
+  if generation ~= tonumber(argv[a + 1]) then return {2, generation} end
+  local now = tonumber(argv[a + 2])
+  local request_id = argv[a + 3]
+  local expires = tonumber(argv[a + 4])
+  local rates = tonumber(argv[a + 5])
+  local arg = 6
+  local tats = {}
+  local result = {0, generation}
+  for i = 1, rates do
+    local limit, cost = tonumber(argv[a + arg]), tonumber(argv[a + arg + 1])
+    arg = arg + 2
+    if limit == 0 then return {3, generation, i, 60000} end
+    local interval = 60000 / limit
+    local tat = tonumber(redis.call('GET', KEYS[k + 2 + i]) or '0')
+    if tat < now then tat = now end
+    local new_tat = tat + cost * interval
+    if cost * interval > 60000 then return {3, generation, i, -1} end
+    if new_tat - now > 60000 then return {3, generation, i, math.ceil(new_tat - now - 60000)} end
+    tats[i] = new_tat
+    result[#result + 1] = math.floor((now + 60000 - new_tat) / interval)
+    result[#result + 1] = math.ceil(new_tat - now)
   end
+  local budgets = tonumber(argv[a + arg])
+  arg = arg + 1
+  local first_budget = 2 + rates
+  local unseeded = {}
+  for j = 1, budgets do
+    local hash, reservations = KEYS[k + first_budget + 2 * j - 1], KEYS[k + first_budget + 2 * j]
+    -- Reservations of requests that never settled (their process died), a few at a time.
+    for _, expired in ipairs(redis.call('ZRANGEBYSCORE', reservations, '-inf', now, 'LIMIT', 0, 20)) do
+      give_back(hash, redis.call('HGET', hash, 'r:' .. expired))
+      redis.call('HDEL', hash, 'r:' .. expired)
+      redis.call('ZREM', reservations, expired)
+    end
+    if redis.call('HEXISTS', hash, 'seeded') == 0 then unseeded[#unseeded + 1] = j end
+  end
+  if #unseeded > 0 then
+    local answer = {5, generation}
+    for _, j in ipairs(unseeded) do answer[#answer + 1] = j end
+    return answer
+  end
+  for j = 1, budgets do
+    local hash = KEYS[k + first_budget + 2 * j - 1]
+    local at = a + arg + 3 * (j - 1)
+    local limit, reserve = tonumber(argv[at]), tonumber(argv[at + 1])
+    local spent = tonumber(redis.call('HGET', hash, 'spent') or '0')
+    local reserved = tonumber(redis.call('HGET', hash, 'reserved') or '0')
+    if spent >= limit or spent + reserved + reserve > limit then
+      return {4, generation, j, redis.call('HSETNX', hash, 'exceeded', '1')}
+    end
+  end
+  for i = 1, rates do
+    redis.call('SET', KEYS[k + 2 + i], tats[i], 'PX', 120000)
+  end
+  for j = 1, budgets do
+    local hash, reservations = KEYS[k + first_budget + 2 * j - 1], KEYS[k + first_budget + 2 * j]
+    local reserve, ttl = argv[a + arg + 3 * (j - 1) + 1], argv[a + arg + 3 * (j - 1) + 2]
+    redis.call('HINCRBY', hash, 'reserved', reserve)
+    redis.call('HSET', hash, 'r:' .. request_id, reserve)
+    redis.call('ZADD', reservations, expires, request_id)
+    redis.call('EXPIRE', hash, ttl)
+    redis.call('EXPIRE', reservations, ttl)
+  end
+  return result
 end
-for i = 1, rates do
-  redis.call('SET', KEYS[2 + i], tats[i], 'PX', 120000)
-end
-for j = 1, budgets do
-  local hash, reservations = KEYS[first_budget + 2 * j - 1], KEYS[first_budget + 2 * j]
-  local reserve, ttl = ARGV[arg + 3 * (j - 1) + 1], ARGV[arg + 3 * (j - 1) + 2]
-  redis.call('HINCRBY', hash, 'reserved', reserve)
-  redis.call('HSET', hash, 'r:' .. request_id, reserve)
-  redis.call('ZADD', reservations, expires, request_id)
-  redis.call('EXPIRE', hash, ttl)
-  redis.call('EXPIRE', reservations, ttl)
-end
-return result
 """
-)
 
-# Many requests at once (settles are batched): ARGV: now (ms), number of requests, then per request
+# Many requests at once (settles are batched): argv: now (ms), number of requests, then per request
 # its id, its number of budgets, per budget the actual cost, the limit, the time to live and the
 # thresholds ("50,80,100"), its number of token rate charges, per charge the limit and the tokens to
 # add (negative: to give back). KEYS, in the same order: per budget its hash and reservation set, per
 # charge its key. Returns, per request and budget, the spend after, then the thresholds crossed:
 # {spent, n, t..., spent, n, t...}.
-SETTLE = (
-    GIVE_BACK
-    + """
-local now = tonumber(ARGV[1])
-local requests = tonumber(ARGV[2])
-local arg, key = 3, 1
-local result = {}
-for _ = 1, requests do
-  local request_id = ARGV[arg]
-  local budgets = tonumber(ARGV[arg + 1])
-  arg = arg + 2
-  for _ = 1, budgets do
-    local hash, reservations = KEYS[key], KEYS[key + 1]
-    key = key + 2
-    local actual, limit, ttl, thresholds = ARGV[arg], tonumber(ARGV[arg + 1]), ARGV[arg + 2], ARGV[arg + 3]
-    arg = arg + 4
-    local reserved = redis.call('HGET', hash, 'r:' .. request_id)
-    if reserved then
-      give_back(hash, reserved)
-      redis.call('HDEL', hash, 'r:' .. request_id)
-      redis.call('ZREM', reservations, request_id)
+SETTLE_FUNCTION = """
+local function settle_requests(k, a)
+  local now = tonumber(argv[a + 1])
+  local requests = tonumber(argv[a + 2])
+  local arg, key = 3, 1
+  local result = {}
+  for _ = 1, requests do
+    local request_id = argv[a + arg]
+    local budgets = tonumber(argv[a + arg + 1])
+    arg = arg + 2
+    for _ = 1, budgets do
+      local hash, reservations = KEYS[k + key], KEYS[k + key + 1]
+      key = key + 2
+      local actual, limit = argv[a + arg], tonumber(argv[a + arg + 1])
+      local ttl, thresholds = argv[a + arg + 2], argv[a + arg + 3]
+      arg = arg + 4
+      local reserved = redis.call('HGET', hash, 'r:' .. request_id)
+      if reserved then
+        give_back(hash, reserved)
+        redis.call('HDEL', hash, 'r:' .. request_id)
+        redis.call('ZREM', reservations, request_id)
+      end
+      local spent = redis.call('HINCRBY', hash, 'spent', actual)
+      redis.call('EXPIRE', hash, ttl)
+      local crossed = {}
+      for threshold in string.gmatch(thresholds, '%d+') do
+        local reached = spent * 100 >= tonumber(threshold) * limit
+        if reached and redis.call('HSETNX', hash, 't' .. threshold, '1') == 1 then
+          crossed[#crossed + 1] = tonumber(threshold)
+        end
+      end
+      result[#result + 1] = spent
+      result[#result + 1] = #crossed
+      for _, threshold in ipairs(crossed) do result[#result + 1] = threshold end
     end
-    local spent = redis.call('HINCRBY', hash, 'spent', actual)
-    redis.call('EXPIRE', hash, ttl)
-    local crossed = {}
-    for threshold in string.gmatch(thresholds, '%d+') do
-      local reached = spent * 100 >= tonumber(threshold) * limit
-      if reached and redis.call('HSETNX', hash, 't' .. threshold, '1') == 1 then
-        crossed[#crossed + 1] = tonumber(threshold)
+    local rates = tonumber(argv[a + arg])
+    arg = arg + 1
+    for _ = 1, rates do
+      local rate_key = KEYS[k + key]
+      key = key + 1
+      local limit, tokens = tonumber(argv[a + arg]), tonumber(argv[a + arg + 1])
+      arg = arg + 2
+      local tat = tonumber(redis.call('GET', rate_key) or '0')
+      if tat > 0 and limit > 0 then
+        tat = tat + tokens * 60000 / limit
+        if tat > now then
+          redis.call('SET', rate_key, tat, 'PX', 120000)
+        else
+          redis.call('DEL', rate_key)
+        end
       end
     end
-    result[#result + 1] = spent
-    result[#result + 1] = #crossed
-    for _, threshold in ipairs(crossed) do result[#result + 1] = threshold end
   end
-  local rates = tonumber(ARGV[arg])
-  arg = arg + 1
-  for _ = 1, rates do
-    local rate_key = KEYS[key]
-    key = key + 1
-    local limit, tokens = tonumber(ARGV[arg]), tonumber(ARGV[arg + 1])
-    arg = arg + 2
-    local tat = tonumber(redis.call('GET', rate_key) or '0')
-    if tat > 0 and limit > 0 then
-      tat = tat + tokens * 60000 / limit
-      if tat > now then redis.call('SET', rate_key, tat, 'PX', 120000) else redis.call('DEL', rate_key) end
-    end
-  end
+  return result, k + key - 1, a + arg - 1
 end
-return result
+"""
+
+ADMIT = UNPACK + GIVE_BACK + ADMIT_FUNCTION + "return admit_request(0, 0)\n"
+SETTLE = UNPACK + GIVE_BACK + SETTLE_FUNCTION + "return (settle_requests(0, 0))\n"
+# The settles a process has waiting, then one request's admission: the settle's KEYS and argv first,
+# the admission's after them. Returns {admission's answer, settle's answer}.
+ADMIT_AND_SETTLE = (
+    UNPACK
+    + GIVE_BACK
+    + SETTLE_FUNCTION
+    + ADMIT_FUNCTION
+    + """
+local settled, k, a = settle_requests(0, 0)
+return {admit_request(k, a), settled}
 """
 )
 
-# KEYS: per budget its hash. ARGV: per budget the spend so far and the time to live. Only a window
+# KEYS: per budget its hash. argv: per budget the spend so far and the time to live. Only a window
 # nobody has seeded yet takes the value.
-SEED = """
+SEED = (
+    UNPACK
+    + """
 for j = 1, #KEYS do
   if redis.call('HSETNX', KEYS[j], 'seeded', '1') == 1 then
-    redis.call('HINCRBY', KEYS[j], 'spent', ARGV[2 * j - 1])
-    redis.call('EXPIRE', KEYS[j], ARGV[2 * j])
+    redis.call('HINCRBY', KEYS[j], 'spent', argv[2 * j - 1])
+    redis.call('EXPIRE', KEYS[j], argv[2 * j])
   end
 end
 return #KEYS
 """
+)
 
 
 def _ttl_seconds(window: Window, now: datetime) -> int:
@@ -315,14 +344,17 @@ class RedisCounters:
         on the client, which costs less per call than redis-py's Script wrapper."""
         client = async_client()
         sha = self._shas.get(source)
+        # The arguments go as one space-separated string (the scripts split it into ``argv``):
+        # redis-py encodes each argument on its own, which costs more than the round trip's wait.
+        packed = " ".join(map(str, args))
         try:
             if sha is not None:
                 try:
-                    return await client.evalsha(sha, len(keys), *keys, *args)
+                    return await client.evalsha(sha, len(keys), *keys, packed)
                 except redis.exceptions.NoScriptError:
                     pass
             sha = self._shas[source] = await client.script_load(source)
-            return await client.evalsha(sha, len(keys), *keys, *args)
+            return await client.evalsha(sha, len(keys), *keys, packed)
         except (redis.RedisError, OSError) as error:
             raise CountersUnavailable(str(error)) from error
 
@@ -337,10 +369,15 @@ class RedisCounters:
         reservation_seconds: float,
         rates: list[RateCharge],
         budgets: list[BudgetCharge],
+        settling: list["SettleEntry"] = (),
     ) -> Admission:
+        """``settling``: settles this process has waiting, made in the same round trip before the
+        admission (their crossings in ``Admission.settled``)."""
         now_ms = int(now.timestamp() * 1000)
-        keys = [revocation_key, generation_key, *(charge.key for charge in rates)]
+        settle_keys, settle_args = _settle_arguments(now, settling) if settling else ([], [])
+        keys = [*settle_keys, revocation_key, generation_key, *(charge.key for charge in rates)]
         args: list = [
+            *settle_args,
             expected_generation,
             now_ms,
             request_id,
@@ -353,8 +390,12 @@ class RedisCounters:
         for charge in budgets:
             keys += [charge.key, _reservations_key(charge.key)]
             args += [charge.limit_nanos, charge.reserve_nanos, _ttl_seconds(charge.window, now)]
-        answer = await self._run(ADMIT, keys, args)
-        return _admission(answer, rates, budgets)
+        if not settling:
+            return _admission(await self._run(ADMIT, keys, args), rates, budgets)
+        answer, settled = await self._run(ADMIT_AND_SETTLE, keys, args)
+        admission = _admission(answer, rates, budgets)
+        admission.settled = _all_crossings(settled, settling)
+        return admission
 
     async def settle(
         self,
@@ -368,27 +409,8 @@ class RedisCounters:
 
     async def settle_many(self, *, now: datetime, entries: list["SettleEntry"]) -> list[list[Crossing]]:
         """Settles several requests in one round trip; the thresholds each one crossed."""
-        keys, args = [], [int(now.timestamp() * 1000), len(entries)]
-        for entry in entries:
-            args += [entry.request_id, len(entry.budgets)]
-            for charge, actual in entry.budgets:
-                keys += [charge.key, _reservations_key(charge.key)]
-                args += [
-                    actual,
-                    charge.limit_nanos,
-                    _ttl_seconds(charge.window, now),
-                    ",".join(map(str, charge.thresholds)),
-                ]
-            args.append(len(entry.tokens))
-            for charge, delta in entry.tokens:
-                keys.append(charge.key)
-                args += [charge.limit, delta]
-        answer = await self._run(SETTLE, keys, args)
-        crossings, position = [], 0
-        for entry in entries:
-            found, position = _crossings(answer, position, [charge for charge, _ in entry.budgets])
-            crossings.append(found)
-        return crossings
+        keys, args = _settle_arguments(now, entries)
+        return _all_crossings(await self._run(SETTLE, keys, args), entries)
 
     async def seed(self, *, now: datetime, spent: list[tuple[BudgetCharge, int]]) -> None:
         keys, args = [], []
@@ -445,6 +467,33 @@ def _admission(answer: list, rates: list[RateCharge], budgets: list[BudgetCharge
         ]
         admission.reserved = list(budgets)
     return admission
+
+
+def _settle_arguments(now: datetime, entries: list[SettleEntry]) -> tuple[list, list]:
+    keys, args = [], [int(now.timestamp() * 1000), len(entries)]
+    for entry in entries:
+        args += [entry.request_id, len(entry.budgets)]
+        for charge, actual in entry.budgets:
+            keys += [charge.key, _reservations_key(charge.key)]
+            args += [
+                actual,
+                charge.limit_nanos,
+                _ttl_seconds(charge.window, now),
+                ",".join(map(str, charge.thresholds)) or "-",
+            ]
+        args.append(len(entry.tokens))
+        for charge, delta in entry.tokens:
+            keys.append(charge.key)
+            args += [charge.limit, delta]
+    return keys, args
+
+
+def _all_crossings(answer: list, entries: list[SettleEntry]) -> list[list[Crossing]]:
+    crossings, position = [], 0
+    for entry in entries:
+        found, position = _crossings(answer, position, [charge for charge, _ in entry.budgets])
+        crossings.append(found)
+    return crossings
 
 
 def _crossings(answer: list, position: int, budgets: list[BudgetCharge]) -> tuple[list[Crossing], int]:

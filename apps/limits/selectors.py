@@ -27,9 +27,17 @@ class BudgetSnapshot:
     starts_at: datetime | None
     ends_at: datetime | None
     thresholds: tuple[int, ...]
+    # The window last found: every request asks, and a window lasts a day or more.
+    _last: list = field(default_factory=lambda: [None], compare=False, repr=False)
 
     def window(self, now: datetime) -> Window | None:
-        return window_at(self.period, now, starts_at=self.starts_at, ends_at=self.ends_at)
+        last = self._last[0]
+        if last is not None and last.start <= now < last.end:
+            return last
+        window = window_at(self.period, now, starts_at=self.starts_at, ends_at=self.ends_at)
+        if window is not None:
+            self._last[0] = window
+        return window
 
 
 @dataclass(frozen=True, slots=True)

@@ -176,6 +176,9 @@ async def admit(ctx, charges: Charges, now: datetime) -> int | None:
         generation = local_generation(config.organization_id)
         if generation != config.generation:
             return generation
+    # Settles waiting in this process ride along: under steady traffic no settle costs a round trip
+    # of its own.
+    settling = _take_pending() if counters is redis_counters else []
     for _ in range(3):
         try:
             admission = await counters.admit(
@@ -187,9 +190,15 @@ async def admit(ctx, charges: Charges, now: datetime) -> int | None:
                 reservation_seconds=settings.GATEWAY_BUDGET_RESERVATION_SECONDS,
                 rates=charges.rates,
                 budgets=charges.budgets,
+                **({"settling": settlement_entries(settling)} if settling else {}),
             )
         except CountersUnavailable as error:
+            if settling:
+                _settle_failed(settling, error)
             return _unavailable(ctx, error)
+        if settling:
+            _announce_crossings(settling, admission.settled)
+            settling = []
         if not admission.unseeded:
             break
         await _seed(counters, config.organization_id, admission.unseeded, now)
@@ -373,9 +382,20 @@ def settle_soon(request) -> None:
         loop.call_later(SETTLE_BATCH_SECONDS, _flush, loop)
 
 
+def _take_pending() -> list[tuple[Settlement, object]]:
+    """The settles this event loop has waiting (at most a batch), taken for an admission's round trip."""
+    loop = asyncio.get_running_loop()
+    pending = _pending.get(loop)
+    if pending is None or not pending.settlements:
+        return []
+    taken = pending.settlements[:SETTLE_BATCH_MAX]
+    del pending.settlements[:SETTLE_BATCH_MAX]
+    return taken
+
+
 def _flush(loop: asyncio.AbstractEventLoop) -> None:
     pending = _pending.pop(loop, None)
-    if pending is None:
+    if pending is None or not pending.settlements:
         return
     batch = pending.settlements
     for start in range(0, len(batch), SETTLE_BATCH_MAX):
@@ -384,8 +404,8 @@ def _flush(loop: asyncio.AbstractEventLoop) -> None:
         task.add_done_callback(_settling.discard)
 
 
-async def settle(batch: list[tuple[Settlement, object]]) -> None:
-    counters = redis_counters if async_client() is not None else local_counters
+def settlement_entries(batch: list[tuple[Settlement, object]]) -> list[SettleEntry]:
+    """Each request's real cost and tokens against what it reserved and counted."""
     entries = []
     for settlement, record in batch:
         actual = int(record.cost_usd * 10**9)
@@ -398,15 +418,28 @@ async def settle(batch: list[tuple[Settlement, object]]) -> None:
                 [(charge, used - charge.cost) for charge in settlement.tokens],
             )
         )
+    return entries
+
+
+async def settle(batch: list[tuple[Settlement, object]]) -> None:
+    counters = redis_counters if async_client() is not None else local_counters
     try:
-        crossings = await counters.settle_many(now=timezone.now(), entries=entries)
+        crossings = await counters.settle_many(now=timezone.now(), entries=settlement_entries(batch))
     except CountersUnavailable as error:
-        # The reservations expire by themselves; reconcile brings the spend back from the audit log.
-        logger.warning("Could not settle %d requests: %s", len(batch), type(error.__cause__).__name__)
+        _settle_failed(batch, error)
         return
     except Exception:
         logger.exception("Could not settle %d requests", len(batch))
         return
+    _announce_crossings(batch, crossings)
+
+
+def _settle_failed(batch: list[tuple[Settlement, object]], error: CountersUnavailable) -> None:
+    # The reservations expire by themselves; reconcile brings the spend back from the audit log.
+    logger.warning("Could not settle %d requests: %s", len(batch), type(error.__cause__).__name__)
+
+
+def _announce_crossings(batch: list[tuple[Settlement, object]], crossings: list[list]) -> None:
     for (settlement, _), crossed in zip(batch, crossings, strict=True):
         for crossing in crossed:
             _announce(

@@ -9,7 +9,7 @@ from django.conf import settings
 
 from apps.core.generations import generation_key
 from apps.core.redis import redis_key, sync_client
-from apps.limits.counters import BudgetCharge, LocalCounters, RateCharge, RedisCounters
+from apps.limits.counters import BudgetCharge, LocalCounters, RateCharge, RedisCounters, SettleEntry, Usage
 from apps.limits.periods import window_at
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
@@ -159,3 +159,36 @@ async def test_redis_refuses_a_revoked_key_and_a_stale_configuration_before_char
         assert (await admit(counters, rates=[requests_limit(1)], generation=3)).admitted
     finally:
         client.delete(revoked, generation_key(ORGANIZATION), requests_limit(1).key)
+
+
+async def test_settles_ride_along_with_the_next_admission_in_its_round_trip():
+    """What the proxy does under steady traffic: the settles a process has waiting go in the next
+    admission's script, before it, so the reservation they give back is already free for it."""
+    if not settings.REDIS_URL:
+        pytest.skip("no Redis")
+    counters = RedisCounters()
+    sync_client().set(generation_key(ORGANIZATION), 7)
+    charge = await seeded(counters, budget(1_000, 700))
+    tokens = RateCharge.of(ORGANIZATION, "team", "team-1", "tokens", 1_000, 900)
+    try:
+        assert (await admit(counters, rates=[tokens], budgets=[charge], request_id="r1")).admitted
+        waiting = [SettleEntry("r1", budgets=[(charge, 600)], tokens=[(tokens, -800)])]
+        second = await counters.admit(
+            revocation_key=redis_key("revoked-key", str(uuid.uuid4())),
+            generation_key=generation_key(ORGANIZATION),
+            expected_generation=7,
+            request_id="r2",
+            now=NOW,
+            reservation_seconds=600,
+            rates=[RateCharge.of(ORGANIZATION, "team", "team-1", "tokens", 1_000, 100)],
+            budgets=[budget(1_000, 300)],
+            settling=waiting,
+        )
+        # r1 settled at 600 (crossing 50%), its 700 given back: 600 + 300 fits; the tokens too.
+        assert second.admitted
+        assert [[(c.threshold, c.spent_nanos) for c in found] for found in second.settled] == [[(50, 600)]]
+        assert counters.usage(sync_client(), charge.key) == Usage(spent_nanos=600, reserved_nanos=300)
+    finally:
+        for key in sync_client().scan_iter(match=redis_key("*", ORGANIZATION, "*")):
+            sync_client().delete(key)
+        sync_client().delete(generation_key(ORGANIZATION))

@@ -5,7 +5,7 @@ from apps.core.admin_mixins import DataRegionsField, ServiceAdmin
 from apps.limits.admin import limits_summary
 
 from . import services
-from .models import Team
+from .models import Team, TeamMembership
 
 
 class TeamForm(forms.ModelForm):
@@ -48,3 +48,36 @@ class TeamAdmin(ServiceAdmin):
 
     def service_delete(self, request, obj: Team) -> None:
         services.team_delete(team=obj)
+
+
+class TeamMembershipForm(forms.ModelForm):
+    class Meta:
+        model = TeamMembership
+        fields = ("team", "user")
+
+
+@admin.register(TeamMembership)
+class TeamMembershipAdmin(ServiceAdmin):
+    """Who belongs to which team (a member reads their teams' usage). Added and removed through the
+    services, which refuse a user of another organization; a membership is never edited, only
+    removed and added again."""
+
+    form = TeamMembershipForm
+    list_display = ("user", "team", "created_at")
+    list_filter = ("team__organization",)
+    search_fields = ("user__email", "team__name", "team__slug")
+    readonly_fields = ("created_at",)
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is not None:
+            return (*self.readonly_fields, "team", "user")
+        return self.readonly_fields
+
+    def service_create(self, request, form) -> TeamMembership:
+        return services.team_member_add(team=form.cleaned_data["team"], user=form.cleaned_data["user"])
+
+    def service_update(self, request, obj: TeamMembership, form, changes: dict) -> None:
+        pass  # nothing of a membership can change: its two fields are read-only once it exists
+
+    def service_delete(self, request, obj: TeamMembership) -> None:
+        services.team_member_remove(membership=obj)

@@ -11,7 +11,7 @@ from apps.catalog.models import ModelAlias, ModelPrice
 from apps.keys.models import ApiKey
 from apps.organizations.models import Membership, Organization
 from apps.providers.models import ProviderKey
-from apps.teams.models import Team
+from apps.teams.models import Team, TeamMembership
 from tests.factories import (
     DeploymentFactory,
     ModelAliasFactory,
@@ -531,3 +531,27 @@ def test_a_staff_user_who_may_change_keys_can_revoke_them(api_key):
 
     key.refresh_from_db()
     assert not key.is_active
+
+
+MEMBERSHIPS = "/admin/teams/teammembership"
+
+
+def test_the_admin_console_adds_and_removes_team_members_through_the_services(
+    admin_browser, organization, owner, outsider
+):
+    team = TeamFactory(organization=organization)
+    response = admin_browser.post(f"{MEMBERSHIPS}/add/", {"team": team.id, "user": owner.user.id})
+    assert response.status_code == 302, form_errors(response)
+    membership = TeamMembership.objects.get(team=team)
+    assert membership.user == owner.user
+
+    # A user of another organization is refused with the service's words, and nothing is written.
+    refused = admin_browser.post(
+        f"{MEMBERSHIPS}/add/", {"team": team.id, "user": outsider.user.id}, follow=True
+    )
+    assert "No such user in this organization." in refused.content.decode()
+    assert TeamMembership.objects.filter(team=team).count() == 1
+
+    response = admin_browser.post(f"{MEMBERSHIPS}/{membership.id}/delete/", {"post": "yes"})
+    assert response.status_code == 302
+    assert not TeamMembership.objects.exists()

@@ -9,16 +9,17 @@ Without Redis (the embedded default: one server process) ``LocalCounters`` does 
 
 Rate limits are GCRA (a token bucket that holds the time at which it is next empty): exact, one
 key per limit, and the burst is the whole minute's allowance. Budgets are a hash per scope and
-window: ``spent`` and ``reserved`` nano-dollars, each request's reservation (``r:<request id>``,
-with its expiry in a sorted set, so the reservation of a request whose process died is given back
-after ``GATEWAY_BUDGET_RESERVATION_SECONDS``), ``seeded`` once the window's spend so far has been
-loaded from the audit log, and one flag per threshold already announced.
+window: ``spent`` and ``reserved`` nano-dollars, ``seeded`` once the window's spend so far has been
+loaded from the audit log, and one flag per threshold already announced; beside it a sorted set of
+the reservations in flight (``<request id>:<nano-dollars>``, scored by expiry), so the reservation
+of a request whose process died is given back after ``GATEWAY_BUDGET_RESERVATION_SECONDS``.
 """
 
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 
 import redis
 
@@ -46,9 +47,8 @@ class RateCharge:
 
     @staticmethod
     def of(organization_id: str, scope: str, scope_id: str, kind: str, limit: int, cost: int) -> "RateCharge":
-        return RateCharge(
-            scope, scope_id, kind, limit, cost, redis_key("rate", organization_id, scope, scope_id, kind)
-        )
+        key = _rate_key(organization_id, scope, scope_id, kind)
+        return RateCharge(scope, scope_id, kind, limit, cost, key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +62,10 @@ class BudgetCharge:
     reserve_nanos: int
     thresholds: tuple[int, ...]
     key: str = ""
+
+    @property
+    def threshold_list(self) -> str:
+        return ",".join(map(str, self.thresholds)) or "-"
 
     @staticmethod
     def of(
@@ -77,8 +81,19 @@ class BudgetCharge:
         return BudgetCharge(scope, scope_id, window, limit_nanos, reserve_nanos, tuple(thresholds), key)
 
 
+# Keys are built for every request a limit applies to, from a few distinct parts: built once each.
+@lru_cache(maxsize=4096)
+def _rate_key(organization_id: str, scope: str, scope_id: str, kind: str) -> str:
+    return redis_key("rate", organization_id, scope, scope_id, kind)
+
+
+@lru_cache(maxsize=4096)
+def _budget_key(organization_id: str, scope: str, scope_id: str, window_id: str) -> str:
+    return redis_key("budget", organization_id, scope, scope_id, window_id)
+
+
 def budget_key(organization_id: str, scope: str, scope_id: str, window: Window) -> str:
-    return redis_key("budget", str(organization_id), scope, str(scope_id), window.id)
+    return _budget_key(str(organization_id), scope, str(scope_id), window.id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +156,8 @@ class Usage:
 # KEYS: revocation marker, generation, then one key per rate charge, then per budget its hash and its
 # reservation set. argv: expected generation, now (ms), request id, reservation expiry (ms),
 # number of rate charges, then per charge limit and cost; number of budgets, then per budget limit,
-# reservation and the hash's time to live (s).
+# reservation and the reservation set's time to live (s). The hash's time to live is set once, when
+# its window is seeded.
 # Returns {0, generation, remaining1, reset1, ...} admitted; {1, generation} revoked; {2, generation}
 # stale; {3, generation, i, retry_after_ms} rate charge i refused; {4, generation, j, first}
 # budget j refused; {5, generation, j1, j2 ...} budgets to seed first.
@@ -154,6 +170,15 @@ for value in string.gmatch(ARGV[1], '[^ ]+') do argv[#argv + 1] = value end
 GIVE_BACK = """
 local function give_back(hash, amount)
   if amount and amount ~= '0' then redis.call('HINCRBY', hash, 'reserved', '-' .. amount) end
+end
+-- A reservation is the member "<request id>:<nano-dollars>" of the window's set, scored by its expiry.
+local function reserved_amount(hash, member)
+  local amount = string.match(member, ':(%d+)$')
+  if amount then return amount end
+  -- Left by the earlier layout, which kept the amount in the hash (one field per request).
+  amount = redis.call('HGET', hash, 'r:' .. member)
+  redis.call('HDEL', hash, 'r:' .. member)
+  return amount
 end
 """
 
@@ -189,15 +214,17 @@ local function admit_request(k, a)
   arg = arg + 1
   local first_budget = 2 + rates
   local unseeded = {}
+  local states = {}
   for j = 1, budgets do
     local hash, reservations = KEYS[k + first_budget + 2 * j - 1], KEYS[k + first_budget + 2 * j]
     -- Reservations of requests that never settled (their process died), a few at a time.
     for _, expired in ipairs(redis.call('ZRANGEBYSCORE', reservations, '-inf', now, 'LIMIT', 0, 20)) do
-      give_back(hash, redis.call('HGET', hash, 'r:' .. expired))
-      redis.call('HDEL', hash, 'r:' .. expired)
-      redis.call('ZREM', reservations, expired)
+      if redis.call('ZREM', reservations, expired) == 1 then
+        give_back(hash, reserved_amount(hash, expired))
+      end
     end
-    if redis.call('HEXISTS', hash, 'seeded') == 0 then unseeded[#unseeded + 1] = j end
+    states[j] = redis.call('HMGET', hash, 'seeded', 'spent', 'reserved')
+    if not states[j][1] then unseeded[#unseeded + 1] = j end
   end
   if #unseeded > 0 then
     local answer = {5, generation}
@@ -205,12 +232,11 @@ local function admit_request(k, a)
     return answer
   end
   for j = 1, budgets do
-    local hash = KEYS[k + first_budget + 2 * j - 1]
     local at = a + arg + 3 * (j - 1)
     local limit, reserve = tonumber(argv[at]), tonumber(argv[at + 1])
-    local spent = tonumber(redis.call('HGET', hash, 'spent') or '0')
-    local reserved = tonumber(redis.call('HGET', hash, 'reserved') or '0')
+    local spent, reserved = tonumber(states[j][2] or '0'), tonumber(states[j][3] or '0')
     if spent >= limit or spent + reserved + reserve > limit then
+      local hash = KEYS[k + first_budget + 2 * j - 1]
       return {4, generation, j, redis.call('HSETNX', hash, 'exceeded', '1')}
     end
   end
@@ -221,9 +247,7 @@ local function admit_request(k, a)
     local hash, reservations = KEYS[k + first_budget + 2 * j - 1], KEYS[k + first_budget + 2 * j]
     local reserve, ttl = argv[a + arg + 3 * (j - 1) + 1], argv[a + arg + 3 * (j - 1) + 2]
     redis.call('HINCRBY', hash, 'reserved', reserve)
-    redis.call('HSET', hash, 'r:' .. request_id, reserve)
-    redis.call('ZADD', reservations, expires, request_id)
-    redis.call('EXPIRE', hash, ttl)
+    redis.call('ZADD', reservations, expires, request_id .. ':' .. reserve)
     redis.call('EXPIRE', reservations, ttl)
   end
   return result
@@ -231,7 +255,7 @@ end
 """
 
 # Many requests at once (settles are batched): argv: now (ms), number of requests, then per request
-# its id, its number of budgets, per budget the actual cost, the limit, the time to live and the
+# its id, its number of budgets, per budget the actual cost, the limit, the amount reserved and the
 # thresholds ("50,80,100"), its number of token rate charges, per charge the limit and the tokens to
 # add (negative: to give back). KEYS, in the same order: per budget its hash and reservation set, per
 # charge its key. Returns, per request and budget, the spend after, then the thresholds crossed:
@@ -250,16 +274,13 @@ local function settle_requests(k, a)
       local hash, reservations = KEYS[k + key], KEYS[k + key + 1]
       key = key + 2
       local actual, limit = argv[a + arg], tonumber(argv[a + arg + 1])
-      local ttl, thresholds = argv[a + arg + 2], argv[a + arg + 3]
+      local reserved, thresholds = argv[a + arg + 2], argv[a + arg + 3]
       arg = arg + 4
-      local reserved = redis.call('HGET', hash, 'r:' .. request_id)
-      if reserved then
+      -- Given back once: a reservation already returned as expired is no longer in the set.
+      if redis.call('ZREM', reservations, request_id .. ':' .. reserved) == 1 then
         give_back(hash, reserved)
-        redis.call('HDEL', hash, 'r:' .. request_id)
-        redis.call('ZREM', reservations, request_id)
       end
       local spent = redis.call('HINCRBY', hash, 'spent', actual)
-      redis.call('EXPIRE', hash, ttl)
       local crossed = {}
       for threshold in string.gmatch(thresholds, '%d+') do
         local reached = spent * 100 >= tonumber(threshold) * limit
@@ -475,12 +496,7 @@ def _settle_arguments(now: datetime, entries: list[SettleEntry]) -> tuple[list, 
         args += [entry.request_id, len(entry.budgets)]
         for charge, actual in entry.budgets:
             keys += [charge.key, _reservations_key(charge.key)]
-            args += [
-                actual,
-                charge.limit_nanos,
-                _ttl_seconds(charge.window, now),
-                ",".join(map(str, charge.thresholds)) or "-",
-            ]
+            args += [actual, charge.limit_nanos, charge.reserve_nanos, charge.threshold_list]
         args.append(len(entry.tokens))
         for charge, delta in entry.tokens:
             keys.append(charge.key)

@@ -4,7 +4,7 @@ The proxy alone writes the counters (reserve, settle). When they went wrong (Red
 restored from an old snapshot, requests served unchecked while Redis was down and the organization
 fails open), reconcile with ``apply`` sets each budget window's ``spent`` to what the log says was
 spent in it so far, and marks the window loaded. What requests in flight have reserved (``reserved``,
-the ``r:<request id>`` fields) and the thresholds already announced stay as they are: a request
+the reservation set) and the thresholds already announced stay as they are: a request
 settling later replaces its own reservation, and no threshold is announced twice in a window.
 
 Only current windows are rebuilt: a past window admits nothing any more, and a future one starts

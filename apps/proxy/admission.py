@@ -360,7 +360,7 @@ SETTLE_BATCH_MAX = 200
 @dataclass(slots=True)
 class _Pending:
     settlements: list[tuple[Settlement, object]] = field(default_factory=list)
-    scheduled: bool = False
+    flush: asyncio.TimerHandle | None = None
 
 
 _pending: dict[asyncio.AbstractEventLoop, _Pending] = {}
@@ -377,9 +377,8 @@ def settle_soon(request) -> None:
     loop = asyncio.get_running_loop()
     pending = _pending.setdefault(loop, _Pending())
     pending.settlements.append((settlement, request.record))
-    if not pending.scheduled:
-        pending.scheduled = True
-        loop.call_later(SETTLE_BATCH_SECONDS, _flush, loop)
+    if pending.flush is None:
+        pending.flush = loop.call_later(SETTLE_BATCH_SECONDS, _flush, loop)
 
 
 def _take_pending() -> list[tuple[Settlement, object]]:
@@ -390,12 +389,21 @@ def _take_pending() -> list[tuple[Settlement, object]]:
         return []
     taken = pending.settlements[:SETTLE_BATCH_MAX]
     del pending.settlements[:SETTLE_BATCH_MAX]
+    if not pending.settlements and pending.flush is not None:
+        # Nothing left to flush: the next settle queued starts its own wait, so under steady
+        # traffic the next admission takes it rather than a round trip of its own.
+        pending.flush.cancel()
+        pending.flush = None
     return taken
 
 
 def _flush(loop: asyncio.AbstractEventLoop) -> None:
     pending = _pending.pop(loop, None)
-    if pending is None or not pending.settlements:
+    if pending is None:
+        return
+    if pending.flush is not None:  # flushed early (wait_for_settlements)
+        pending.flush.cancel()
+    if not pending.settlements:
         return
     batch = pending.settlements
     for start in range(0, len(batch), SETTLE_BATCH_MAX):

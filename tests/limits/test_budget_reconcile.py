@@ -150,9 +150,10 @@ def test_apply_sets_every_budget_window_to_the_logs_spend_and_keeps_reservations
     # The key's: a request settled at 0.6 (t50 announced), one still in flight with 0.2 reserved,
     # then 5 charged that the log never saw (t80 and t100 announced).
     seed(key_budget, "0")
-    assert admit(organization, charge(organization, key_limits, "0.1"), "first").admitted
-    assert admit(organization, charge(organization, key_limits, "0.2"), "second").admitted
-    assert [c.threshold for c in settle(key_budget, "first", "0.6")] == [50]
+    first, second = charge(organization, key_limits, "0.1"), charge(organization, key_limits, "0.2")
+    assert admit(organization, first, "first").admitted
+    assert admit(organization, second, "second").admitted
+    assert [c.threshold for c in settle(first, "first", "0.6")] == [50]
     assert [c.threshold for c in settle(key_budget, "counted-twice", "5")] == [80, 100]
     # Another organization's counters, wrong by the same measure, are not this reconcile's to fix.
     their_team = TeamFactory(organization=outsider.organization)
@@ -188,7 +189,7 @@ def test_apply_sets_every_budget_window_to_the_logs_spend_and_keeps_reservations
     admission = admit(organization, charge(organization, team_limits, "0.5"), "third")
     assert admission.admitted and admission.unseeded == []
     # The request in flight settles against its own reservation; t50, announced before, is not again.
-    assert settle(key_budget, "second", "0.3") == []
+    assert settle(second, "second", "0.3") == []
     assert counters(key_budget) == type(counters(key_budget))(nanos("0.6"), 0)
 
     # Nothing left to change the second time (the request settled since is in no log yet: the lag).

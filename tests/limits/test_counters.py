@@ -122,9 +122,39 @@ async def test_a_window_is_seeded_once_before_anything_is_charged_to_it(counters
 
 async def test_the_reservation_of_a_request_that_never_settles_is_given_back_when_it_expires(counters):
     charge = await seeded(counters, budget(1_000, 800))
-    assert (await admit(counters, budgets=[charge])).admitted
+    assert (await admit(counters, budgets=[charge], request_id="lost")).admitted
     assert not (await admit(counters, budgets=[charge], now=NOW + timedelta(seconds=599))).admitted
     assert (await admit(counters, budgets=[charge], now=NOW + timedelta(seconds=601))).admitted
+    # The lost request settles after all: its spend counts, its reservation is not given back twice.
+    later = NOW + timedelta(seconds=602)
+    await counters.settle(request_id="lost", now=later, budgets=[(charge, 100)], tokens=[])
+    assert _usage(counters, charge) == Usage(spent_nanos=100, reserved_nanos=800)
+
+
+async def test_a_reservation_kept_in_the_earlier_layout_is_given_back_when_it_expires():
+    """Before 2026-11-25 the amount of each reservation was a field of the budget's hash: a
+    reservation left in flight by that version is still given back."""
+    if not settings.REDIS_URL:
+        pytest.skip("no Redis")
+    counters, client = RedisCounters(), sync_client()
+    client.set(generation_key(ORGANIZATION), 7)
+    charge = await seeded(counters, budget(1_000, 800))
+    try:
+        client.hset(charge.key, mapping={"reserved": 800, "r:old-request": 800})
+        client.zadd(charge.key + ":reservations", {"old-request": int(NOW.timestamp() * 1000) - 1})
+        assert (await admit(counters, budgets=[charge], request_id="new")).admitted
+        assert counters.usage(client, charge.key) == Usage(spent_nanos=0, reserved_nanos=800)
+        assert not client.hexists(charge.key, "r:old-request")
+    finally:
+        for key in client.scan_iter(match=redis_key("*", ORGANIZATION, "*")):
+            client.delete(key)
+        client.delete(generation_key(ORGANIZATION))
+
+
+def _usage(counters, charge) -> Usage:
+    if isinstance(counters, LocalCounters):
+        return counters.usage(charge.key)
+    return counters.usage(sync_client(), charge.key)
 
 
 async def test_a_tokens_limit_is_corrected_by_the_real_count_at_settle(counters):

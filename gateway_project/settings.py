@@ -40,6 +40,8 @@ INSTALLED_APPS = [
     "apps.providers",
     "apps.catalog",
     "apps.limits",
+    "apps.policies",
+    "apps.cache",
     "apps.proxy",
     "apps.outbox",
     "apps.audit",
@@ -315,6 +317,32 @@ GATEWAY_BUDGET_DEFAULT_MAX_TOKENS = env_number(
 )
 GATEWAY_BUDGET_RESERVATION_SECONDS = env_number(
     "GATEWAY_BUDGET_RESERVATION_SECONDS", default=900.0, minimum=10, maximum=86_400
+)
+
+# Policies (docs/policies.md): the most one request's policy patterns may run over its text before
+# the request is refused (fail closed: a redaction that could not finish never lets the text through).
+GATEWAY_POLICY_TIMEOUT_SECONDS = env_number(
+    "GATEWAY_POLICY_TIMEOUT_SECONDS", default=0.05, minimum=0.001, maximum=10.0
+)
+
+# The response cache (docs/cache.md). L1: each server process's own, bounded in entries and bytes.
+GATEWAY_CACHE_L1_MAX_ENTRIES = env_number(
+    "GATEWAY_CACHE_L1_MAX_ENTRIES", default=10_000, minimum=0, maximum=10_000_000
+)
+GATEWAY_CACHE_L1_MAX_BYTES = env_number(
+    "GATEWAY_CACHE_L1_MAX_BYTES", default=64 * 1024 * 1024, minimum=0, maximum=64 * 1024**3
+)
+# An answer larger than this is never cached (in any tier).
+GATEWAY_CACHE_MAX_ENTRY_BYTES = env_number(
+    "GATEWAY_CACHE_MAX_ENTRY_BYTES", default=1024 * 1024, minimum=1024, maximum=64 * 1024 * 1024
+)
+# L3 (semantic): the most recent entries per organization and model compared in memory.
+GATEWAY_CACHE_L3_CANDIDATES = env_number(
+    "GATEWAY_CACHE_L3_CANDIDATES", default=10_000, minimum=1, maximum=1_000_000
+)
+# How often a process looks for L3 entries other processes added.
+GATEWAY_CACHE_L3_REFRESH_SECONDS = env_number(
+    "GATEWAY_CACHE_L3_REFRESH_SECONDS", default=5.0, minimum=0.1, maximum=3600
 )
 GATEWAY_BREAKER_FAILURES = env_number("GATEWAY_BREAKER_FAILURES", default=3, minimum=1, maximum=1000)
 GATEWAY_BREAKER_COOLDOWN_SECONDS = env_number(

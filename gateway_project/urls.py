@@ -13,6 +13,8 @@ api_v1 = [
     path("", include("apps.providers.api.urls")),
     path("", include("apps.catalog.api.urls")),
     path("", include("apps.audit.api.urls")),
+    path("", include("apps.policies.api.urls")),
+    path("", include("apps.cache.api.urls")),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path(

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class CacheConfig(AppConfig):
+    name = "apps.cache"
+    label = "cache"

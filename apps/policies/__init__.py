@@ -1,0 +1,1 @@
+"""Policies: what an organization lets through, redacts or refuses (docs/policies.md)."""

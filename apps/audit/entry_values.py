@@ -181,6 +181,7 @@ def entry_values(payload: dict[str, Any]) -> dict[str, Any]:
         reasoning_tokens=integer(payload.get("reasoning_tokens"), _INTEGER),
         usage_estimated=bool(payload.get("usage_estimated")),
         cost_usd=cost(payload.get("cost_usd")),
+        cache_savings_usd=cost(payload.get("cache_savings_usd")),
         latency_ms=finite(payload.get("latency_ms")),
         ttft_ms=finite(payload.get("ttft_ms"), default=None),
         upstream_ms=finite(payload.get("upstream_ms")),

@@ -40,6 +40,8 @@ class AuditEntry(models.Model):
     reasoning_tokens = models.PositiveIntegerField(default=0)
     usage_estimated = models.BooleanField(default=False)
     cost_usd = models.DecimalField(max_digits=18, decimal_places=8, default=0)
+    # A cache hit's savings: what the answer cost when it was first bought (docs/cache.md).
+    cache_savings_usd = models.DecimalField(max_digits=18, decimal_places=8, default=0)
     latency_ms = models.FloatField(default=0)
     ttft_ms = models.FloatField(null=True, blank=True)
     upstream_ms = models.FloatField(default=0)

@@ -68,6 +68,7 @@ class RequestRecord:
     error_code: str | None = None
     usage: Usage | None = None
     cost_usd: Decimal = Decimal(0)
+    cache_savings_usd: Decimal = Decimal(0)  # a cache hit: what the answer would have cost
     latency_ms: float = 0.0
     ttft_ms: float | None = None
     upstream_ms: float = 0.0
@@ -86,7 +87,7 @@ _RECORD_FIELDS = tuple(f.name for f in fields(RequestRecord))
 _ATTEMPT_FIELDS = tuple(f.name for f in fields(Attempt))
 _USAGE_FIELDS = tuple(f.name for f in fields(Usage))
 # Fields whose values are not plain as they are; every other field is copied as it is.
-_CONVERTED = {"started_at", "attempts", "usage", "cost_usd"}
+_CONVERTED = {"started_at", "attempts", "usage", "cost_usd", "cache_savings_usd"}
 _PLAIN_FIELDS = tuple(name for name in _RECORD_FIELDS if name not in _CONVERTED)
 
 
@@ -97,6 +98,7 @@ def record_payload(record: RequestRecord) -> dict[str, Any]:
     payload["v"] = PAYLOAD_VERSION
     payload["started_at"] = record.started_at.isoformat()
     payload["cost_usd"] = str(record.cost_usd)
+    payload["cache_savings_usd"] = str(record.cache_savings_usd)
     payload["attempts"] = [{name: getattr(a, name) for name in _ATTEMPT_FIELDS} for a in record.attempts]
     usage = record.usage
     payload["usage"] = None if usage is None else {name: getattr(usage, name) for name in _USAGE_FIELDS}
@@ -116,6 +118,7 @@ def record_from_payload(payload: dict[str, Any]) -> RequestRecord:
     values = {name: payload[name] for name in _PLAIN_FIELDS if name in payload}
     values["started_at"] = datetime.fromisoformat(payload["started_at"])
     values["cost_usd"] = Decimal(payload.get("cost_usd") or 0)
+    values["cache_savings_usd"] = Decimal(payload.get("cache_savings_usd") or 0)
     values["attempts"] = [
         Attempt(**{name: attempt[name] for name in _ATTEMPT_FIELDS if name in attempt})
         for attempt in payload.get("attempts") or ()

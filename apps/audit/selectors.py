@@ -192,7 +192,7 @@ def cache_breakdown(entries: QuerySet[AuditEntry], *, group_by: str | None = Non
     """Hits per tier, misses, bypasses and hit rates; ``lookups`` are the entries that were looked
     up in the cache (every one but the bypasses)."""
     entries = entries.order_by()
-    aggregates = {"requests": Count("id")} | {
+    aggregates = {"requests": Count("id"), "savings": Sum("cache_savings_usd")} | {
         value: Count("id", filter=Q(cache=value)) for value in CACHE_VALUES
     }
     result: dict[str, Any] = {"totals": _cache_numbers(entries.aggregate(**aggregates))}
@@ -290,6 +290,7 @@ def _cache_numbers(row: dict[str, Any]) -> dict[str, Any]:
         "misses": row["miss"],
         "bypasses": row["bypass"],
         "hit_rate": _ratio(hits, lookups),
+        "savings_usd": row["savings"] or Decimal(0),
         "tiers": {tier: {"hits": row[tier], "hit_rate": _ratio(row[tier], lookups)} for tier in CACHE_TIERS},
     }
 

@@ -87,6 +87,7 @@ def entry_payload(record: RequestRecord) -> dict[str, Any]:
         "reasoning_tokens": usage.reasoning_tokens if usage else 0,
         "usage_estimated": usage.estimated if usage else False,
         "cost_usd": str(record.cost_usd),
+        "cache_savings_usd": str(record.cache_savings_usd),
         "latency_ms": record.latency_ms,
         "ttft_ms": record.ttft_ms,
         "upstream_ms": round(record.upstream_ms, 2),

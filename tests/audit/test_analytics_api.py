@@ -607,7 +607,8 @@ def test_each_organization_sees_only_its_own_numbers(
 def test_the_cache_breakdown_counts_hits_per_tier_misses_and_bypasses(session_client, make_entry):
     for cache, count in {"l1": 3, "l2": 2, "l3": 1, "miss": 4, "bypass": 2}.items():
         for _ in range(count):
-            make_entry(created_at=NOON, cache=cache)
+            savings = Decimal("0.25") if cache in ("l1", "l2", "l3") else Decimal(0)
+            make_entry(created_at=NOON, cache=cache, cache_savings_usd=savings)
     make_entry(created_at=NOON - timedelta(days=1), cache="l1")  # outside the range
 
     body = session_client.get(CACHE, {"from": "2026-11-20", "to": "2026-11-21"}).json()
@@ -620,6 +621,7 @@ def test_the_cache_breakdown_counts_hits_per_tier_misses_and_bypasses(session_cl
         "misses": 4,
         "bypasses": 2,
         "hit_rate": 0.6,
+        "savings_usd": "1.50000000",
         "tiers": {
             "l1": {"hits": 3, "hit_rate": 0.3},
             "l2": {"hits": 2, "hit_rate": 0.2},

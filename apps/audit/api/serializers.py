@@ -162,6 +162,7 @@ class AuditEntrySerializer(serializers.ModelSerializer):
             "cached_input_tokens",
             "reasoning_tokens",
             "usage_estimated",
+            "cache_savings_usd",
             "upstream_ms",
             "client_ip",
             "user_agent",
@@ -238,6 +239,9 @@ class CacheNumbersSerializer(serializers.Serializer):
     misses = serializers.IntegerField()
     bypasses = serializers.IntegerField()
     hit_rate = serializers.FloatField()
+    savings_usd = serializers.DecimalField(
+        max_digits=24, decimal_places=8, help_text="What the hits would have cost: each one's first answer's cost."
+    )
     tiers = CacheTiersSerializer()
 
 

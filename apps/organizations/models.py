@@ -1,4 +1,7 @@
+from decimal import Decimal
+
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from apps.core.models import UUIDModel
@@ -35,6 +38,11 @@ class Role(models.TextChoices):
 ROLE_RANK = {Role.MEMBER: 1, Role.ADMIN: 2, Role.OWNER: 3}
 
 
+# Response cache (apps/cache): how long an answer may be served again, at most.
+CACHE_TTL_MAX_SECONDS = 30 * 24 * 3600
+CACHE_TTL_VALIDATORS = [MinValueValidator(1), MaxValueValidator(CACHE_TTL_MAX_SECONDS)]
+
+
 def default_log_bodies() -> str:
     return settings.GATEWAY_DEFAULT_LOG_BODIES
 
@@ -48,6 +56,20 @@ class Organization(UUIDModel):
     # Empty means every region is allowed; teams, keys and the request header can only narrow it.
     allowed_data_regions = models.JSONField(default=list, blank=True)
     limits_fail_mode = models.CharField(max_length=10, choices=FailMode.choices, default=FailMode.OPEN)
+    # Response cache (docs/cache.md). Teams may override the first two.
+    cache_enabled = models.BooleanField(default=True)
+    cache_ttl_seconds = models.PositiveIntegerField(default=3600, validators=CACHE_TTL_VALIDATORS)
+    # False: only a request with an explicit temperature 0 is cached (an absent one means 1 upstream).
+    cache_any_temperature = models.BooleanField(default=False)
+    # L3, the semantic tier: opt-in, and needs an embeddings alias of the organization's catalog.
+    cache_semantic_enabled = models.BooleanField(default=False)
+    cache_semantic_threshold = models.DecimalField(
+        max_digits=5,
+        decimal_places=4,
+        default=Decimal("0.95"),
+        validators=[MinValueValidator(Decimal(0)), MaxValueValidator(Decimal(1))],
+    )
+    cache_embedding_model = models.CharField(max_length=200, blank=True, default="")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -13,12 +13,29 @@ class OrganizationSnapshot:
     allowed_data_regions: frozenset[str]
     log_bodies: str
     limits_fail_mode: str
+    # Response cache (apps/cache/settings.py reads them with the team's).
+    cache_enabled: bool = True
+    cache_ttl_seconds: int = 3600
+    cache_any_temperature: bool = False
+    cache_semantic_enabled: bool = False
+    cache_semantic_threshold: float = 0.95
+    cache_embedding_model: str = ""
+
+
+_CACHE_FIELDS = (
+    "cache_enabled",
+    "cache_ttl_seconds",
+    "cache_any_temperature",
+    "cache_semantic_enabled",
+    "cache_semantic_threshold",
+    "cache_embedding_model",
+)
 
 
 def organization_snapshot(organization_id) -> OrganizationSnapshot | None:
     organization = (
         Organization.objects.filter(pk=organization_id)
-        .only("allowed_data_regions", "log_bodies", "limits_fail_mode")
+        .only("allowed_data_regions", "log_bodies", "limits_fail_mode", *_CACHE_FIELDS)
         .first()
     )
     if organization is None:
@@ -28,4 +45,10 @@ def organization_snapshot(organization_id) -> OrganizationSnapshot | None:
         allowed_data_regions=frozenset(organization.allowed_data_regions),
         log_bodies=organization.log_bodies,
         limits_fail_mode=organization.limits_fail_mode,
+        cache_enabled=organization.cache_enabled,
+        cache_ttl_seconds=organization.cache_ttl_seconds,
+        cache_any_temperature=organization.cache_any_temperature,
+        cache_semantic_enabled=organization.cache_semantic_enabled,
+        cache_semantic_threshold=float(organization.cache_semantic_threshold),
+        cache_embedding_model=organization.cache_embedding_model,
     )

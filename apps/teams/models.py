@@ -2,7 +2,7 @@ from django.conf import settings
 from django.db import models
 
 from apps.core.models import UUIDModel
-from apps.organizations.models import Organization
+from apps.organizations.models import CACHE_TTL_VALIDATORS, Organization
 
 
 class Team(UUIDModel):
@@ -13,6 +13,9 @@ class Team(UUIDModel):
     slug = models.SlugField(max_length=80)
     # Empty means the organization's regions apply; otherwise only these (within the organization's).
     allowed_data_regions = models.JSONField(default=list, blank=True)
+    # Response cache: null means the organization's setting.
+    cache_enabled = models.BooleanField(null=True, blank=True, default=None)
+    cache_ttl_seconds = models.PositiveIntegerField(null=True, blank=True, validators=CACHE_TTL_VALIDATORS)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

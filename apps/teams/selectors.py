@@ -14,15 +14,22 @@ class TeamSnapshot:
     id: str
     slug: str
     allowed_data_regions: frozenset[str]
+    # Response cache: None means the organization's setting.
+    cache_enabled: bool | None = None
+    cache_ttl_seconds: int | None = None
 
 
 def team_snapshots(organization_id) -> tuple[TeamSnapshot, ...]:
     return tuple(
         TeamSnapshot(
-            id=str(team.id), slug=team.slug, allowed_data_regions=frozenset(team.allowed_data_regions)
+            id=str(team.id),
+            slug=team.slug,
+            allowed_data_regions=frozenset(team.allowed_data_regions),
+            cache_enabled=team.cache_enabled,
+            cache_ttl_seconds=team.cache_ttl_seconds,
         )
         for team in Team.objects.filter(organization_id=organization_id).only(
-            "id", "slug", "allowed_data_regions"
+            "id", "slug", "allowed_data_regions", "cache_enabled", "cache_ttl_seconds"
         )
     )
 

@@ -21,6 +21,8 @@ def team_create(
     allowed_data_regions=(),
     budget=UNSET,
     rate_limits=UNSET,
+    cache_enabled: bool | None = None,
+    cache_ttl_seconds: int | None = None,
 ) -> Team:
     """``budget`` and ``rate_limits`` as ``limits_set`` takes them, set in the team's transaction: a
     refused budget creates no team."""
@@ -34,6 +36,8 @@ def team_create(
                 name=name,
                 slug=slug,
                 allowed_data_regions=list(allowed_data_regions),
+                cache_enabled=cache_enabled,
+                cache_ttl_seconds=cache_ttl_seconds,
             )
             limits_set(organization=organization, team=team, budget=budget, rate_limits=rate_limits)
             bump_generation(organization.id)  # the proxy resolves teams from memory

@@ -1,8 +1,46 @@
+from decimal import ROUND_HALF_EVEN, Decimal
+
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from apps.core.api.fields import DataRegionsField, StrictCharField
+from apps.catalog.models import ModelAlias
+from apps.core.api.fields import DataRegionsField, StrictBooleanField, StrictCharField
 from apps.limits.api.serializers import BudgetField, RateLimitsField
-from apps.organizations.models import FailMode, LogBodies, Organization
+from apps.organizations.models import CACHE_TTL_MAX_SECONDS, FailMode, LogBodies, Organization
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer only: DRF would also take "60", 60.0 and true."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+def cache_ttl_field(**kwargs) -> StrictIntegerField:
+    return StrictIntegerField(
+        min_value=1,
+        max_value=CACHE_TTL_MAX_SECONDS,
+        help_text="Seconds a cached answer may be served again (1 to 30 days).",
+        **kwargs,
+    )
+
+
+@extend_schema_field({"type": "number", "minimum": 0, "maximum": 1, "example": 0.95})
+class SimilarityThresholdField(serializers.Field):
+    """A JSON number from 0 to 1, kept to 4 decimal places (a float would drift in the database)."""
+
+    default_error_messages = {"invalid": "A number from 0 to 1."}
+    PLACES = Decimal("0.0001")
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int | float) or not 0 <= data <= 1:
+            self.fail("invalid")
+        return Decimal(str(data)).quantize(self.PLACES, rounding=ROUND_HALF_EVEN)
+
+    def to_representation(self, value):
+        return float(value)
 
 
 class OrganizationSettingsSerializer(serializers.Serializer):
@@ -19,6 +57,48 @@ class OrganizationSettingsSerializer(serializers.Serializer):
         help_text="While Redis cannot be reached: open serves without checking budgets and rate limits, "
         "closed refuses (503) the requests they apply to.",
     )
+    # The response cache (docs/cache.md); a team may override the first two.
+    cache_enabled = StrictBooleanField(required=False)
+    cache_ttl_seconds = cache_ttl_field(required=False)
+    cache_any_temperature = StrictBooleanField(
+        required=False,
+        help_text="False: only requests with an explicit temperature of 0 are cached; true: any request.",
+    )
+    cache_semantic_enabled = StrictBooleanField(
+        required=False,
+        help_text="The semantic tier (L3): a similar earlier prompt's answer is served. Needs "
+        "cache_embedding_model.",
+    )
+    cache_semantic_threshold = SimilarityThresholdField(
+        required=False, help_text="The cosine similarity from which L3 serves an earlier answer."
+    )
+    cache_embedding_model = StrictCharField(
+        max_length=200,
+        allow_blank=True,
+        required=False,
+        help_text="An embeddings model alias of the organization's catalog, for L3; blank for none.",
+    )
+
+    def validate_cache_embedding_model(self, value: str) -> str:
+        if (
+            value
+            and not ModelAlias.objects.filter(organization=self.context["organization"], alias=value).exists()
+        ):
+            raise serializers.ValidationError("No such model alias in this organization's catalog.")
+        return value
+
+    def validate(self, attrs):
+        # A partial change is checked against what it leaves: L3 on needs an embeddings model.
+        current = getattr(self.parent, "instance", None)
+
+        def final(field: str):
+            return attrs[field] if field in attrs else getattr(current, field, None)
+
+        if final("cache_semantic_enabled") and not final("cache_embedding_model"):
+            raise serializers.ValidationError(
+                {"cache_embedding_model": ["The semantic cache needs an embeddings model alias."]}
+            )
+        return attrs
 
 
 class OrganizationSerializer(serializers.ModelSerializer):

@@ -1,8 +1,9 @@
 from rest_framework import serializers
 
 from apps.accounts.models import User
-from apps.core.api.fields import DataRegionsField, StrictCharField, StrictSlugField
+from apps.core.api.fields import DataRegionsField, StrictBooleanField, StrictCharField, StrictSlugField
 from apps.limits.api.serializers import BudgetField, RateLimitsField
+from apps.organizations.api.serializers import cache_ttl_field
 from apps.teams.models import Team, TeamMembership
 
 
@@ -12,6 +13,11 @@ class TeamSerializer(serializers.ModelSerializer):
     allowed_data_regions = DataRegionsField(required=False)
     budget = BudgetField()
     rate_limits = RateLimitsField()
+    # The response cache: null means the organization's setting.
+    cache_enabled = StrictBooleanField(
+        required=False, allow_null=True, help_text="Null: the organization's setting."
+    )
+    cache_ttl_seconds = cache_ttl_field(required=False, allow_null=True)
 
     class Meta:
         model = Team
@@ -22,6 +28,8 @@ class TeamSerializer(serializers.ModelSerializer):
             "allowed_data_regions",
             "budget",
             "rate_limits",
+            "cache_enabled",
+            "cache_ttl_seconds",
             "created_at",
             "updated_at",
         )

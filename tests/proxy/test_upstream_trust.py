@@ -211,7 +211,7 @@ async def test_other_credentials_an_upstream_quotes_are_masked_in_the_answer_the
     stored = "".join(json.dumps(entry.attempts) + entry.response_body for entry in await entries())
     for text in (refused.text, failed.text, caplog.text, stored):
         assert gateway_key[1] not in text
-    assert "[secret]" in refused.text
+    assert "[REDACTED:secret]" in refused.text
 
 
 # --- Error text of any length ---------------------------------------------------------------------

@@ -1,0 +1,5 @@
+from rest_framework import serializers
+
+
+class PurgeSerializer(serializers.Serializer):
+    purged = serializers.BooleanField(read_only=True)

@@ -1,0 +1,23 @@
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, status
+from rest_framework.response import Response
+
+from apps.cache import services
+from apps.organizations.models import Organization
+from apps.organizations.tenancy import OrganizationScopedMixin
+
+from .serializers import PurgeSerializer
+
+
+class CachePurgeView(OrganizationScopedMixin, generics.GenericAPIView):
+    """Empties the organization's response cache, every tier, in every process. Admins and owners."""
+
+    queryset = Organization.objects.all()
+    serializer_class = PurgeSerializer
+    organization_field = "id"
+    http_method_names = ["post", "options"]
+
+    @extend_schema(request=None, responses={202: PurgeSerializer})
+    def post(self, request):
+        services.cache_purge(organization=self.organization)
+        return Response({"purged": True}, status=status.HTTP_202_ACCEPTED)

@@ -1,5 +1,5 @@
 from rest_framework import serializers
 
 
-class PurgeSerializer(serializers.Serializer):
+class CachePurgeSerializer(serializers.Serializer):
     purged = serializers.BooleanField(read_only=True)

@@ -6,18 +6,18 @@ from apps.cache import services
 from apps.organizations.models import Organization
 from apps.organizations.tenancy import OrganizationScopedMixin
 
-from .serializers import PurgeSerializer
+from .serializers import CachePurgeSerializer
 
 
 class CachePurgeView(OrganizationScopedMixin, generics.GenericAPIView):
     """Empties the organization's response cache, every tier, in every process. Admins and owners."""
 
     queryset = Organization.objects.all()
-    serializer_class = PurgeSerializer
+    serializer_class = CachePurgeSerializer
     organization_field = "id"
     http_method_names = ["post", "options"]
 
-    @extend_schema(request=None, responses={202: PurgeSerializer})
+    @extend_schema(request=None, responses={202: CachePurgeSerializer})
     def post(self, request):
         services.cache_purge(organization=self.organization)
         return Response({"purged": True}, status=status.HTTP_202_ACCEPTED)

@@ -259,17 +259,20 @@ class Scanner:
             if found is None:
                 return
             start, stop = found.span()
+            if stop == start:  # a pattern that can match nothing matches nothing
+                pos = start + 1
+                continue
             index = self._rule_of_group[found.lastindex]
             rule = rules[index]
             begin = self._begin(text, rule, start, pos) if rule.prefix else start
             if rule.validate is None or rule.validate(text[begin:stop]):
                 yield Match(begin, stop, index)
-                pos = stop if stop > start else stop + 1
+                pos = stop
                 continue
             retried = self._retry(text, start, pos, index + 1, deadline)
             if retried is not None:
                 yield retried
-                pos = retried.end if retried.end > start else start + 1
+                pos = retried.end
             else:
                 pos = start + 1
 
@@ -288,7 +291,7 @@ class Scanner:
             if pattern is None:
                 pattern = self._alone[index] = regex.compile(self.rules[index].source)
             found = pattern.match(text, start, timeout=_remaining(deadline))
-            if found is not None:
+            if found is not None and found.end() > start:
                 rule = self.rules[index]
                 begin = self._begin(text, rule, start, floor) if rule.prefix else start
                 if rule.validate is None or rule.validate(text[begin : found.end()]):

@@ -1,0 +1,514 @@
+"""The policies on the hot path: pure Python over plain data, no database.
+
+``PolicyEngine.build(snapshots)`` runs once per configuration generation of an organization. Each
+policy's detectors, patterns and terms become rules (compiled once, shared by the policies that name
+the same one); for each distinct set of policies that applies to a request (scope: teams, keys,
+models) the engine joins their rules into ONE alternation (``apps/core/detectors.Scanner``), cached
+in the engine, so a text is read once whatever the number of policies. Where two rules match at the
+same place, the rule of the earlier policy takes it.
+
+Every scan of one request shares one deadline (``GATEWAY_POLICY_TIMEOUT_SECONDS``, handed to the
+``regex`` package's ``timeout=``): a request whose scan does not finish is blocked with the category
+``timeout`` (fail closed); an answer whose scan does not finish has that text replaced by
+``[REDACTED:timeout]``.
+"""
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import regex
+from django.conf import settings
+
+from apps.core.detectors import Match, Rule, Scanner, ScanTimeout, detector, replace
+
+BLOCKED, REDACTED, FLAGGED = "blocked", "redacted", "flagged"
+_ACTION_OF = {"block": BLOCKED, "redact": REDACTED, "flag": FLAGGED}
+CHAT, EMBEDDINGS = "chat.completions", "embeddings"
+REASON_LIMIT = 200
+NAME_LIMIT = 200
+TIMEOUT = "timeout"
+DENIED_MODEL = "denied_model"
+PROMPT_TOO_LONG = "max_prompt_chars"
+# A stream holds back at most this much of each choice's text (a match may still grow into what
+# comes next); a longer match is released redacted as far as it has come.
+STREAM_HOLD_LIMIT = 256
+# What a stream keeps of the text it released, for the lookbehinds at the start of the held text.
+_STREAM_CONTEXT = 80
+_COMPILED_SETS_LIMIT = 256
+
+
+def marker(key: str) -> str:
+    return f"[REDACTED:{key}]"
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySnapshot:
+    """What the proxy holds of a policy (``selectors.active_policy_snapshots``)."""
+
+    id: str
+    name: str
+    action: str  # redact | block | flag
+    detectors: tuple[str, ...] = ()
+    patterns: tuple[str, ...] = ()
+    terms: tuple[str, ...] = ()
+    denied_models: frozenset[str] = frozenset()
+    max_prompt_chars: int | None = None
+    apply_to_response: bool = False
+    teams: frozenset[str] = frozenset()
+    api_keys: frozenset[str] = frozenset()
+    models: frozenset[str] = frozenset()
+
+    def applies(self, *, model: str, team_id: str | None, api_key_id: str) -> bool:
+        return (
+            (not self.models or model in self.models)
+            and (not self.teams or (team_id is not None and str(team_id) in self.teams))
+            and (not self.api_keys or str(api_key_id) in self.api_keys)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    policy_id: str
+    policy: str
+    action: str  # redacted | blocked | flagged
+    category: str  # a detector's name, pattern, term, denied_model, max_prompt_chars, timeout
+    count: int
+
+    def as_record(self) -> dict:
+        """The audit entry's shape (what ``apps/audit`` analytics counts), lengths bounded."""
+        return {
+            "policy": self.policy[:NAME_LIMIT],
+            "action": self.action,
+            "category": self.category[:64],
+            "count": self.count,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RequestVerdict:
+    body: dict
+    decisions: tuple[Decision, ...] = ()
+    blocked: Decision | None = None
+    action: str | None = None  # the x-gateway-policy-action value
+    reason: str | None = None  # the x-gateway-policy-reason value
+
+    @property
+    def changed(self) -> bool:
+        return any(decision.action == REDACTED for decision in self.decisions)
+
+
+def term_source(terms: Iterable[str]) -> str:
+    """Denied terms: case-insensitive, whole words; the longest first. Each term's left boundary is
+    checked after its first characters (a lookbehind first would be tried at every position)."""
+    alternatives = []
+    for term in sorted(set(terms), key=lambda t: (-len(t), t)):
+        escaped = regex.escape(term)
+        alternatives.append(
+            f"{escaped}(?<!\\w{escaped})(?!\\w)" if term[:1].isalnum() or term[:1] == "_" else escaped
+        )
+    return "(?i:" + "|".join(alternatives) + ")"
+
+
+@dataclass(eq=False)
+class _Compiled:
+    scanner: Scanner
+    owners: tuple[tuple[int, ...], ...]  # per scanner rule: the policies (indices) that own it
+
+
+@dataclass(eq=False)
+class PolicyEngine:
+    policies: tuple[PolicySnapshot, ...]
+    timeout: float
+    _rules: list[tuple[Rule, tuple[int, ...]]] = field(default_factory=list, repr=False)
+    _sets: dict[tuple, _Compiled] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def build(cls, snapshots: Sequence[PolicySnapshot], *, timeout: float | None = None) -> "PolicyEngine":
+        engine = cls(
+            policies=tuple(snapshots),
+            timeout=settings.GATEWAY_POLICY_TIMEOUT_SECONDS if timeout is None else timeout,
+        )
+        engine._index_rules()
+        return engine
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.policies
+
+    def _index_rules(self) -> None:
+        """Every distinct rule once, with the policies that use it, in policy order."""
+        by_key: dict[tuple, tuple[Rule, list[int]]] = {}
+        for index, policy in enumerate(self.policies):
+            keys: list[tuple[tuple, Rule]] = [
+                (("detector", name), detector(name)) for name in policy.detectors
+            ]
+            keys += [(("pattern", source), Rule("pattern", f"(?:{source})")) for source in policy.patterns]
+            if policy.terms:
+                terms = tuple(sorted(set(policy.terms)))
+                longest = max(len(term) for term in terms)
+                keys.append((("terms", terms), Rule("term", term_source(terms), max_length=longest)))
+            for key, rule in keys:
+                owners = by_key.setdefault(key, (rule, []))[1]
+                if index not in owners:
+                    owners.append(index)
+        self._rules = [(rule, tuple(owners)) for rule, owners in by_key.values()]
+
+    def _compiled(self, applicable: tuple[int, ...], *, response: bool = False) -> _Compiled:
+        key = (applicable, response)
+        compiled = self._sets.get(key)
+        if compiled is None:
+            chosen = set(applicable)
+            rules, owners = [], []
+            for rule, rule_owners in self._rules:
+                mine = tuple(owner for owner in rule_owners if owner in chosen)
+                if mine:
+                    rules.append(rule)
+                    owners.append(mine)
+            if len(self._sets) >= _COMPILED_SETS_LIMIT:
+                self._sets.clear()
+            compiled = self._sets[key] = _Compiled(Scanner(rules), tuple(owners))
+        return compiled
+
+    def _applicable(self, model: str, team_id, api_key_id) -> tuple[int, ...]:
+        return tuple(
+            index
+            for index, policy in enumerate(self.policies)
+            if policy.applies(model=model, team_id=team_id, api_key_id=api_key_id)
+        )
+
+    # --- Requests ----------------------------------------------------------------------------------
+
+    def check_request(
+        self, body: dict, *, endpoint: str, model: str, team_id: str | None, api_key_id: str
+    ) -> RequestVerdict:
+        applicable = self._applicable(model, team_id, api_key_id)
+        if not applicable:
+            return RequestVerdict(body=body)
+        deadline = time.perf_counter() + self.timeout
+        slots = list(_text_slots(body, endpoint))
+        total_chars = sum(len(text) for _, text in slots)
+        compiled = self._compiled(applicable)
+        scanned: list[list[Match]] = []
+        if compiled.scanner.rules:
+            try:
+                scanned = [compiled.scanner.scan(text, deadline=deadline) for _, text in slots]
+            except ScanTimeout:
+                return self._timed_out(body, applicable)
+        # Matches per policy and category, and which matches a redact policy replaces.
+        counts: dict[tuple[int, str], int] = {}
+        for matches in scanned:
+            for match in matches:
+                category = compiled.scanner.rules[match.rule].key
+                for owner in compiled.owners[match.rule]:
+                    counts[owner, category] = counts.get((owner, category), 0) + 1
+        decisions: list[Decision] = []
+        blocked: Decision | None = None
+        redacting: set[int] = set()
+        for index in applicable:
+            policy = self.policies[index]
+            action = _ACTION_OF[policy.action]
+            triggers: list[tuple[str, int, str]] = []
+            if model in policy.denied_models:
+                triggers.append((DENIED_MODEL, 1, FLAGGED if action == REDACTED else action))
+            if policy.max_prompt_chars is not None and total_chars > policy.max_prompt_chars:
+                triggers.append((PROMPT_TOO_LONG, 1, FLAGGED if action == REDACTED else action))
+            for (owner, category), count in counts.items():
+                if owner == index:
+                    triggers.append((category, count, action))
+            if not triggers:
+                continue
+            mine = [
+                Decision(policy.id, policy.name, act, category, count) for category, count, act in triggers
+            ]
+            decisions += mine
+            if action == BLOCKED:
+                blocked = mine[0]
+                break
+            if action == REDACTED:
+                redacting.add(index)
+        if blocked is not None:
+            return _verdict(body, decisions, blocked)
+        new_body = body
+        if redacting:
+            replaced = {}
+            for (path, text), matches in zip(slots, scanned, strict=True):
+                chosen = [m for m in matches if redacting.intersection(compiled.owners[m.rule])]
+                if chosen:
+                    rules = compiled.scanner.rules
+                    replaced[path] = replace(text, chosen, lambda m, rules=rules: marker(rules[m.rule].key))
+            if replaced:
+                new_body = _with_values(body, replaced)
+        return _verdict(new_body, decisions, None)
+
+    def _timed_out(self, body: dict, applicable: tuple[int, ...]) -> RequestVerdict:
+        # The alternation cannot say which rule ran long: custom patterns are the suspects.
+        policies = [self.policies[index] for index in applicable]
+        culprit = next(
+            (p for p in policies if p.patterns),
+            next((p for p in policies if p.detectors or p.terms), policies[0]),
+        )
+        decision = Decision(culprit.id, culprit.name, BLOCKED, TIMEOUT, 1)
+        return _verdict(body, [decision], decision)
+
+    # --- Responses ---------------------------------------------------------------------------------
+
+    def response_redactor(
+        self, *, model: str, team_id: str | None, api_key_id: str
+    ) -> "ResponseRedactor | None":
+        applicable = tuple(
+            index
+            for index in self._applicable(model, team_id, api_key_id)
+            if self.policies[index].action == "redact" and self.policies[index].apply_to_response
+        )
+        if not applicable:
+            return None
+        compiled = self._compiled(applicable, response=True)
+        if not compiled.scanner.rules:
+            return None
+        return ResponseRedactor(self, compiled, applicable)
+
+
+class ResponseRedactor:
+    """Redacts an answer's text with the applicable redact policies that say ``apply_to_response``."""
+
+    def __init__(self, engine: PolicyEngine, compiled: _Compiled, applicable: tuple[int, ...]) -> None:
+        self._engine = engine
+        self._compiled = compiled
+        self._applicable = applicable
+        bound = compiled.scanner.max_length()
+        self.hold = STREAM_HOLD_LIMIT if bound is None else min(bound, STREAM_HOLD_LIMIT)
+
+    def redact_text(self, text: str) -> tuple[str, tuple[Decision, ...]]:
+        counts: dict[tuple[int, str], int] = {}
+        redacted = self._redact(text, counts, pos=0, context="", final=True)[0]
+        return redacted, self.decisions_of(counts)
+
+    def stream(self) -> "StreamRedaction":
+        return StreamRedaction(self)
+
+    def decisions_of(self, counts: dict[tuple[int, str], int]) -> tuple[Decision, ...]:
+        policies = self._engine.policies
+        return tuple(
+            Decision(policies[index].id, policies[index].name, REDACTED, category, count)
+            for (index, category), count in sorted(counts.items())
+        )
+
+    def _redact(self, text: str, counts: dict, *, pos: int, context: str, final: bool) -> tuple[str, int]:
+        """``text`` (after ``context``, which was released already) redacted as far as it is final:
+        (the redacted released part, the length of ``text`` it covers)."""
+        scanner, owners = self._compiled.scanner, self._compiled.owners
+        whole = context + text
+        try:
+            matches = scanner.scan(
+                whole, pos=len(context), deadline=time.perf_counter() + self._engine.timeout
+            )
+        except ScanTimeout:
+            index = self._applicable[0]
+            counts[index, TIMEOUT] = counts.get((index, TIMEOUT), 0) + 1
+            return marker(TIMEOUT), len(text)
+        offset = len(context)
+        end = len(whole)
+        if not final:
+            boundary = end - self.hold
+            for match in matches:
+                if match.end > boundary:
+                    boundary = min(boundary, match.start)
+            hard = end - STREAM_HOLD_LIMIT * 2  # a match that keeps growing is cut here
+            if boundary < hard:
+                boundary = hard
+                for match in matches:
+                    if match.start < boundary < match.end:
+                        boundary = match.end
+            end = max(boundary, offset)
+        released = [m for m in matches if m.end <= end]
+        for match in released:
+            category = scanner.rules[match.rule].key
+            for owner in owners[match.rule]:
+                counts[owner, category] = counts.get((owner, category), 0) + 1
+        # The context holds no match (the scan starts after it): it is the first ``offset`` characters.
+        out = replace(whole[:end], released, lambda m: marker(scanner.rules[m.rule].key))
+        return out[offset:], end - offset
+
+
+class StreamRedaction:
+    """Redacts ``choices[i].delta.content`` of OpenAI chat-completion chunks across chunk boundaries.
+
+    Per choice the end of the text is held back (``ResponseRedactor.hold`` characters, and a match that
+    may still grow): a frame gets the part of the text that can no longer change. A frame with a
+    choice's ``finish_reason`` first gets that choice's held text; a frame without choices (the final
+    usage frame, an error), ``[DONE]`` and ``finish()`` get every held text first, as frames of their
+    own, so the order of the text never changes. Comments and other lines pass through."""
+
+    def __init__(self, redactor: ResponseRedactor) -> None:
+        self._redactor = redactor
+        self._pending: dict[int, str] = {}
+        self._context: dict[int, str] = {}
+        self._counts: dict[tuple[int, str], int] = {}
+        self._partial = b""
+        self._template: dict | None = None
+
+    @property
+    def decisions(self) -> tuple[Decision, ...]:
+        return self._redactor.decisions_of(self._counts)
+
+    def on_chunk(self, chunk: bytes) -> bytes:
+        data = self._partial + chunk
+        frames = data.split(b"\n\n")
+        self._partial = frames.pop()  # what follows the last complete frame
+        return b"".join(self._frame(frame) for frame in frames)
+
+    def finish(self) -> bytes:
+        tail, self._partial = self._partial, b""
+        out = self._release_all()
+        if tail.strip():
+            out += self._frame(tail)
+        return out
+
+    def _frame(self, frame: bytes) -> bytes:
+        original = frame + b"\n\n"
+        if not frame.startswith(b"data:"):
+            return original  # a comment, an event line
+        payload = frame[5:].strip()
+        if payload == b"[DONE]":
+            return self._release_all() + original
+        try:
+            chunk = json.loads(payload)
+        except ValueError:
+            return self._release_all() + original
+        choices = chunk.get("choices") if isinstance(chunk, dict) else None
+        if not isinstance(choices, list) or not choices:
+            return self._release_all() + original  # the usage frame, an error event
+        self._template = {k: chunk[k] for k in ("id", "object", "created", "model") if k in chunk}
+        changed = False
+        for choice in choices:
+            if not isinstance(choice, dict) or not isinstance(choice.get("index", 0), int):
+                continue
+            index = choice.get("index", 0)
+            delta = choice.get("delta")
+            content = delta.get("content") if isinstance(delta, dict) else None
+            finished = choice.get("finish_reason") is not None
+            if not isinstance(content, str) and not finished:
+                continue
+            pending = self._pending.get(index, "") + (content if isinstance(content, str) else "")
+            released = self._release(index, pending, final=finished)
+            if isinstance(content, str) or released:
+                if not isinstance(delta, dict):
+                    delta = choice["delta"] = {}
+                if delta.get("content") != released:
+                    delta["content"] = released
+                    changed = True
+        if not changed:
+            return original
+        return b"data: " + _compact(chunk) + b"\n\n"
+
+    def _release(self, index: int, pending: str, *, final: bool) -> str:
+        context = self._context.get(index, "")
+        out, used = self._redactor._redact(pending, self._counts, pos=0, context=context, final=final)
+        self._context[index] = (context + pending[:used])[-_STREAM_CONTEXT:]
+        self._pending[index] = pending[used:]
+        return out
+
+    def _release_all(self) -> bytes:
+        frames = []
+        for index in sorted(self._pending):
+            if self._pending[index]:
+                text = self._release(index, self._pending[index], final=True)
+                if text:
+                    chunk = {
+                        **(self._template or {"object": "chat.completion.chunk"}),
+                        "choices": [{"index": index, "delta": {"content": text}, "finish_reason": None}],
+                    }
+                    frames.append(b"data: " + _compact(chunk) + b"\n\n")
+        return b"".join(frames)
+
+
+def _compact(value) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+# --- Request bodies --------------------------------------------------------------------------------
+
+Path = tuple
+
+
+def _text_slots(body: dict, endpoint: str) -> Iterable[tuple[Path, str]]:
+    """(path in the body, text) of every text the policies read."""
+    if not isinstance(body, dict):
+        return
+    if endpoint == EMBEDDINGS:
+        value = body.get("input")
+        if isinstance(value, str):
+            yield ("input",), value
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, str):
+                    yield ("input", i), item
+        return
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return
+    for m, message in enumerate(messages):
+        if not isinstance(message, dict):
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            yield ("messages", m, "content"), content
+        elif isinstance(content, list):
+            for p, part in enumerate(content):
+                if (
+                    isinstance(part, dict)
+                    and part.get("type") == "text"
+                    and isinstance(part.get("text"), str)
+                ):
+                    yield ("messages", m, "content", p, "text"), part["text"]
+        tool_calls = message.get("tool_calls")
+        if isinstance(tool_calls, list):
+            for c, call in enumerate(tool_calls):
+                function = call.get("function") if isinstance(call, dict) else None
+                if isinstance(function, dict) and isinstance(function.get("arguments"), str):
+                    yield ("messages", m, "tool_calls", c, "function", "arguments"), function["arguments"]
+
+
+def _with_values(body: dict, values: dict[Path, str]) -> dict:
+    """A copy of ``body`` with ``values`` set at their paths: only the containers on those paths are
+    copied; the caller's body is never changed."""
+    root = dict(body)
+    copied = {id(root)}
+    for path, value in values.items():
+        container = root
+        for key in path[:-1]:
+            child = container[key]
+            if id(child) not in copied:
+                child = dict(child) if isinstance(child, dict) else list(child)
+                copied.add(id(child))
+                container[key] = child
+            container = child
+        container[path[-1]] = value
+    return root
+
+
+def _verdict(body: dict, decisions: list[Decision], blocked: Decision | None) -> RequestVerdict:
+    if not decisions:
+        return RequestVerdict(body=body)
+    actions = {decision.action for decision in decisions}
+    action = BLOCKED if blocked else REDACTED if REDACTED in actions else FLAGGED
+    if blocked is not None:
+        deciding = [d for d in decisions if d.policy_id == blocked.policy_id]
+    else:
+        deciding = [d for d in decisions if d.action == action]
+    return RequestVerdict(
+        body=body, decisions=tuple(decisions), blocked=blocked, action=action, reason=reason_of(deciding)
+    )
+
+
+def reason_of(decisions: Sequence[Decision]) -> str:
+    """``<policy>: <category>[, <category>]`` per policy, joined with ``; ``: printable ASCII only (a
+    header value), at most REASON_LIMIT characters, never the matched text."""
+    per_policy: dict[str, list[str]] = {}
+    for decision in decisions:
+        per_policy.setdefault(decision.policy, []).append(decision.category)
+    text = "; ".join(f"{name}: {', '.join(categories)}" for name, categories in per_policy.items())
+    text = "".join(c if " " <= c <= "~" else "?" for c in text)
+    return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 3] + "..."

@@ -1,0 +1,303 @@
+"""Writes of policies. Every value is checked here (the API and the admin both write through these),
+so that nothing a client sends can fail an insert or reach the proxy's engine uncompiled; every write
+bumps the organization's configuration generation, so each proxy worker rebuilds its engine."""
+
+import uuid
+from collections.abc import Iterable
+
+import regex
+from django.db import IntegrityError, transaction
+
+from apps.core.detectors import DETECTOR_NAMES
+from apps.core.errors import Conflict, InvalidRequest
+from apps.core.generations import bump_generation
+from apps.keys.models import ApiKey
+from apps.organizations.models import Organization
+from apps.teams.models import Team
+
+from .models import Action, Policy
+
+NAME_LENGTH = 100
+PATTERNS_LIMIT = 50
+PATTERN_LENGTH = 1000
+TERMS_LIMIT = 200
+TERM_LENGTH = 200
+MODELS_LIMIT = 100
+MODEL_LENGTH = 200
+SCOPE_LIMIT = 100
+MAX_PROMPT_CHARS = 100_000_000
+ORDER_LIMIT = 1_000_000
+# Group references cannot survive the join into one alternation (group numbers move) and are the
+# usual way to write a pattern that backtracks without end; recursion and conditionals likewise.
+_GROUP_REFERENCE = regex.compile(r"\\[1-9]|\\g<|\\k<|\(\?P[=>]|\(\?&|\(\?R\)|\(\?[0-9+\-]|\(\?\(")
+
+FIELDS = (
+    "name",
+    "action",
+    "detectors",
+    "patterns",
+    "terms",
+    "denied_models",
+    "max_prompt_chars",
+    "apply_to_response",
+    "order",
+    "is_active",
+    "scope_teams",
+    "scope_api_keys",
+    "scope_models",
+)
+
+
+def policy_create(*, organization: Organization, name: str, action: str, **values) -> Policy:
+    unknown = set(values) - set(FIELDS)
+    if unknown:
+        raise TypeError(f"unknown policy fields: {', '.join(sorted(unknown))}")
+    policy = Policy(organization=organization)
+    _apply(policy, {"name": name, "action": action, **values})
+    return _save(policy, create=True)
+
+
+def policy_update(*, policy: Policy, **changes) -> Policy:
+    unknown = set(changes) - set(FIELDS)
+    if unknown:
+        raise TypeError(f"unknown policy fields: {', '.join(sorted(unknown))}")
+    _apply(policy, changes)
+    return _save(policy, create=False)
+
+
+def policy_delete(*, policy: Policy) -> None:
+    organization_id = policy.organization_id
+    with transaction.atomic():
+        policy.delete()
+        bump_generation(organization_id)
+
+
+@transaction.atomic
+def policies_reorder(*, organization: Organization, policy_ids: Iterable) -> list[Policy]:
+    """Gives the listed policies of the organization the orders 0, 1, 2 ... in the list's order.
+    An id that is not one of the organization's policies (another organization's included) is
+    refused like an unknown one."""
+    ids = [str(value) for value in policy_ids]
+    policies = {str(p.id): p for p in Policy.objects.filter(organization=organization, id__in=_uuids(ids))}
+    missing = [value for value in ids if value not in policies]
+    if missing or len(set(ids)) != len(ids):
+        message = "Every id must be a distinct policy of this organization."
+        raise InvalidRequest(message, code="validation_error", fields={"policy_ids": [message]})
+    ordered = []
+    for position, value in enumerate(ids):
+        policy = policies[value]
+        policy.order = position
+        policy.save(update_fields=["order", "updated_at"])
+        ordered.append(policy)
+    bump_generation(organization.id)
+    return ordered
+
+
+def _save(policy: Policy, *, create: bool) -> Policy:
+    taken = Policy.objects.filter(organization_id=policy.organization_id, name=policy.name)
+    if not create:
+        taken = taken.exclude(pk=policy.pk)
+    if taken.exists():
+        raise _name_taken(policy.name)
+    try:
+        with transaction.atomic():
+            policy.save()
+            bump_generation(policy.organization_id)
+    except IntegrityError as error:  # a concurrent request took the name between the check and the insert
+        raise _name_taken(policy.name) from error
+    return policy
+
+
+def _name_taken(name: str) -> Conflict:
+    return Conflict(f"A policy named '{name}' exists already.", code="policy_name_taken")
+
+
+def _apply(policy: Policy, values: dict) -> None:
+    errors: dict[str, list[str]] = {}
+
+    def check(field: str, value):
+        try:
+            return _CHECKS[field](value, policy)
+        except ValueError as error:
+            errors.setdefault(field, []).append(str(error))
+            return None
+
+    checked = {field: check(field, value) for field, value in values.items()}
+    if not errors:
+        for field, value in checked.items():
+            setattr(policy, field, value)
+        errors = _check_whole(policy)
+    if errors:
+        first = next(iter(errors))
+        raise InvalidRequest(
+            f"Invalid value for '{first}': {errors[first][0]}",
+            code="validation_error",
+            param=first,
+            fields=errors,
+        )
+
+
+def _check_whole(policy: Policy) -> dict[str, list[str]]:
+    if (
+        not (policy.detectors or policy.patterns or policy.terms or policy.denied_models)
+        and policy.max_prompt_chars is None
+    ):
+        return {
+            "non_field_errors": [
+                "A policy needs at least one of detectors, patterns, terms, denied_models or "
+                "max_prompt_chars."
+            ]
+        }
+    if policy.apply_to_response and policy.action != Action.REDACT:
+        return {"apply_to_response": ["Only redact policies apply to responses."]}
+    return {}
+
+
+# --- Field checks: each returns the value to store or raises ValueError(message) ------------------
+
+
+def _text(value, limit: int, what: str = "a string") -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"Must be {what}.")
+    value = value.strip()
+    if not value:
+        raise ValueError("May not be blank.")
+    if len(value) > limit:
+        raise ValueError(f"At most {limit} characters.")
+    if any(ord(character) < 32 for character in value):
+        raise ValueError("May not contain control characters.")
+    return value
+
+
+def _strings(value, limit: int, length: int) -> list[str]:
+    if not isinstance(value, list | tuple):
+        raise ValueError("Must be a list of strings.")
+    if len(value) > limit:
+        raise ValueError(f"At most {limit} items.")
+    items = [_text(item, length) for item in value]
+    return list(dict.fromkeys(items))  # duplicates once, in their first place
+
+
+def _name(value, policy) -> str:
+    return _text(value, NAME_LENGTH)
+
+
+def _action(value, policy) -> str:
+    if value not in Action.values:
+        raise ValueError(f"One of {', '.join(Action.values)}.")
+    return value
+
+
+def _detectors(value, policy) -> list[str]:
+    names = _strings(value, len(DETECTOR_NAMES), 32)
+    unknown = [name for name in names if name not in DETECTOR_NAMES]
+    if unknown:
+        raise ValueError(f"Unknown detector '{unknown[0]}'; the detectors are {', '.join(DETECTOR_NAMES)}.")
+    return names
+
+
+def _patterns(value, policy) -> list[str]:
+    if not isinstance(value, list | tuple):
+        raise ValueError("Must be a list of strings.")
+    if len(value) > PATTERNS_LIMIT:
+        raise ValueError(f"At most {PATTERNS_LIMIT} items.")
+    patterns = []
+    for position, source in enumerate(value):
+        if not isinstance(source, str) or not source:
+            raise ValueError(f"Pattern {position}: must be a non-empty string.")
+        if len(source) > PATTERN_LENGTH or "\x00" in source:
+            raise ValueError(f"Pattern {position}: at most {PATTERN_LENGTH} characters, and no NUL.")
+        try:
+            regex.compile(source)
+        except (regex.error, OverflowError, RecursionError, ValueError) as error:
+            where = getattr(error, "pos", None)
+            message = getattr(error, "msg", None) or str(error)
+            at = f" at position {where}" if where is not None else ""
+            raise ValueError(
+                f"Pattern {position} is not a valid regular expression: {message}{at}."
+            ) from None
+        if _GROUP_REFERENCE.search(source):
+            raise ValueError(
+                f"Pattern {position}: backreferences, recursion and conditionals are not supported."
+            )
+        patterns.append(source)
+    return list(dict.fromkeys(patterns))
+
+
+def _terms(value, policy) -> list[str]:
+    return _strings(value, TERMS_LIMIT, TERM_LENGTH)
+
+
+def _models(value, policy) -> list[str]:
+    return _strings(value, MODELS_LIMIT, MODEL_LENGTH)
+
+
+def _max_prompt_chars(value, policy) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PROMPT_CHARS:
+        raise ValueError(f"A whole number from 1 to {MAX_PROMPT_CHARS}, or null.")
+    return value
+
+
+def _boolean(value, policy) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError("Must be true or false.")
+    return value
+
+
+def _order(value, policy) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not -ORDER_LIMIT <= value <= ORDER_LIMIT:
+        raise ValueError(f"A whole number from -{ORDER_LIMIT} to {ORDER_LIMIT}.")
+    return value
+
+
+def _uuids(values: Iterable) -> list[uuid.UUID]:
+    found = []
+    for value in values:
+        try:
+            found.append(uuid.UUID(str(value)))
+        except ValueError:
+            continue
+    return found
+
+
+def _scoped(model, message: str):
+    """A list of ids of ``model`` rows of the policy's organization: another organization's id is
+    refused with the same words as one that does not exist."""
+
+    def check(value, policy) -> list[str]:
+        if not isinstance(value, list | tuple):
+            raise ValueError("Must be a list of ids.")
+        if len(value) > SCOPE_LIMIT:
+            raise ValueError(f"At most {SCOPE_LIMIT} items.")
+        ids = []
+        for item in value:
+            try:
+                ids.append(str(item if isinstance(item, uuid.UUID) else uuid.UUID(item)))
+            except (TypeError, ValueError, AttributeError):
+                raise ValueError(message) from None
+        found = model.objects.filter(organization_id=policy.organization_id, id__in=ids)
+        known = {str(pk) for pk in found.values_list("id", flat=True)}
+        if any(value not in known for value in ids):
+            raise ValueError(message)
+        return list(dict.fromkeys(ids))
+
+    return check
+
+
+_CHECKS = {
+    "name": _name,
+    "action": _action,
+    "detectors": _detectors,
+    "patterns": _patterns,
+    "terms": _terms,
+    "denied_models": _models,
+    "max_prompt_chars": _max_prompt_chars,
+    "apply_to_response": _boolean,
+    "order": _order,
+    "is_active": _boolean,
+    "scope_teams": _scoped(Team, "No such team in this organization."),
+    "scope_api_keys": _scoped(ApiKey, "No such API key in this organization."),
+    "scope_models": _models,
+}

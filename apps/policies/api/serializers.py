@@ -1,0 +1,156 @@
+from rest_framework import serializers
+
+from apps.core.api.fields import StrictBooleanField, StrictCharField
+from apps.core.detectors import DETECTOR_NAMES
+from apps.policies import services
+from apps.policies.models import Action, Policy
+
+
+class ClosedSerializer(serializers.Serializer):
+    """Refuses a field it does not know: a misspelt ``aply_to_response`` must not pass unnoticed."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            unknown = sorted(str(name) for name in data if name not in self.fields)
+            if unknown:
+                raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+        return super().to_internal_value(data)
+
+
+def _strings(length: int, limit: int, **kwargs) -> serializers.ListField:
+    return serializers.ListField(
+        child=StrictCharField(max_length=length), max_length=limit, required=False, **kwargs
+    )
+
+
+class ScopeSerializer(ClosedSerializer):
+    teams = serializers.ListField(
+        child=serializers.UUIDField(),
+        max_length=services.SCOPE_LIMIT,
+        required=False,
+        help_text="Team ids; empty: every team (and requests without one).",
+    )
+    api_keys = serializers.ListField(
+        child=serializers.UUIDField(),
+        max_length=services.SCOPE_LIMIT,
+        required=False,
+        help_text="API key ids; empty: every key.",
+    )
+    models = _strings(
+        services.MODEL_LENGTH, services.MODELS_LIMIT, help_text="Models as requests name them; empty: all."
+    )
+
+
+class PolicySerializer(ClosedSerializer, serializers.ModelSerializer):
+    name = StrictCharField(max_length=services.NAME_LENGTH)
+    action = serializers.ChoiceField(choices=Action.values)
+    detectors = serializers.ListField(
+        child=serializers.ChoiceField(choices=DETECTOR_NAMES),
+        max_length=len(DETECTOR_NAMES),
+        required=False,
+    )
+    patterns = serializers.ListField(
+        child=StrictCharField(max_length=services.PATTERN_LENGTH, trim_whitespace=False),
+        max_length=services.PATTERNS_LIMIT,
+        required=False,
+        help_text="Regular expressions (Python's `regex` package); a match is `[REDACTED:pattern]`.",
+    )
+    terms = _strings(
+        services.TERM_LENGTH,
+        services.TERMS_LIMIT,
+        help_text="Denied words or phrases: case-insensitive, whole words.",
+    )
+    denied_models = _strings(services.MODEL_LENGTH, services.MODELS_LIMIT)
+    max_prompt_chars = serializers.IntegerField(
+        min_value=1, max_value=services.MAX_PROMPT_CHARS, allow_null=True, required=False
+    )
+    apply_to_response = StrictBooleanField(required=False, help_text="Redact policies only.")
+    order = serializers.IntegerField(
+        min_value=-services.ORDER_LIMIT, max_value=services.ORDER_LIMIT, required=False
+    )
+    is_active = StrictBooleanField(required=False)
+    scope = ScopeSerializer(required=False)
+
+    class Meta:
+        model = Policy
+        fields = (
+            "id",
+            "name",
+            "action",
+            "detectors",
+            "patterns",
+            "terms",
+            "denied_models",
+            "max_prompt_chars",
+            "apply_to_response",
+            "order",
+            "is_active",
+            "scope",
+            "created_at",
+            "updated_at",
+        )
+        read_only_fields = ("id", "created_at", "updated_at")
+
+    def to_representation(self, instance: Policy) -> dict:
+        data = super().to_representation(instance)
+        data["scope"] = {
+            "teams": instance.scope_teams,
+            "api_keys": instance.scope_api_keys,
+            "models": instance.scope_models,
+        }
+        return data
+
+    def service_values(self) -> dict:
+        """The validated values as the services take them (``scope`` spread into its three fields)."""
+        values = dict(self.validated_data)
+        scope = values.pop("scope", None)
+        if scope is not None:
+            for part in ("teams", "api_keys", "models"):
+                if part in scope:
+                    values[f"scope_{part}"] = [str(item) for item in scope[part]]
+        return values
+
+
+class DryRunSerializer(ClosedSerializer):
+    """A sample request: ``messages`` (chat completions) or ``input`` (embeddings)."""
+
+    model = StrictCharField(max_length=services.MODEL_LENGTH)
+    messages = serializers.ListField(child=serializers.DictField(), max_length=1000, required=False)
+    input = serializers.JSONField(
+        required=False, help_text="An embeddings input: a string or a list of strings."
+    )
+    team = StrictCharField(
+        max_length=100, required=False, help_text="A team's id or slug, as the x-gateway-team header."
+    )
+    api_key = serializers.UUIDField(required=False, help_text="An API key's id.")
+
+    def validate_input(self, value):
+        if isinstance(value, str):
+            return value
+        if isinstance(value, list) and len(value) <= 2048 and all(isinstance(item, str) for item in value):
+            return value
+        raise serializers.ValidationError("A string or a list of at most 2048 strings.")
+
+    def validate(self, attrs):
+        if ("messages" in attrs) == ("input" in attrs):
+            raise serializers.ValidationError("Give one of messages or input.")
+        return attrs
+
+
+class DecisionSerializer(serializers.Serializer):
+    policy = serializers.CharField()
+    action = serializers.ChoiceField(choices=["redacted", "blocked", "flagged"])
+    category = serializers.CharField()
+    count = serializers.IntegerField()
+
+
+class DryRunResultSerializer(serializers.Serializer):
+    action = serializers.CharField(allow_null=True, help_text="redacted, blocked, flagged or null.")
+    reason = serializers.CharField(allow_null=True)
+    blocked = serializers.BooleanField()
+    decisions = DecisionSerializer(many=True)
+    messages = serializers.ListField(child=serializers.DictField(), required=False)
+    input = serializers.JSONField(required=False)
+    redacts_response = serializers.BooleanField(
+        help_text="Whether a redact policy with apply_to_response would redact the answer."
+    )

@@ -119,7 +119,7 @@ def _apply(policy: Policy, values: dict) -> None:
         try:
             return _CHECKS[field](value, policy)
         except ValueError as error:
-            errors.setdefault(field, []).append(str(error))
+            errors.setdefault(_ERROR_FIELD.get(field, field), []).append(str(error))
             return None
 
     checked = {field: check(field, value) for field, value in values.items()}
@@ -300,4 +300,10 @@ _CHECKS = {
     "scope_teams": _scoped(Team, "No such team in this organization."),
     "scope_api_keys": _scoped(ApiKey, "No such API key in this organization."),
     "scope_models": _models,
+}
+# Errors name the fields as the API shows them.
+_ERROR_FIELD = {
+    "scope_teams": "scope.teams",
+    "scope_api_keys": "scope.api_keys",
+    "scope_models": "scope.models",
 }

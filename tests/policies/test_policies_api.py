@@ -127,8 +127,8 @@ def test_another_organizations_team_or_key_is_refused_like_an_unknown_one(sessio
         "validation_error",
     )
 
-    assert foreign["fields"] == unknown["fields"] == {"scope_teams": ["No such team in this organization."]}
-    assert key["fields"] == {"scope_api_keys": ["No such API key in this organization."]}
+    assert foreign["fields"] == unknown["fields"] == {"scope.teams": ["No such team in this organization."]}
+    assert key["fields"] == {"scope.api_keys": ["No such API key in this organization."]}
 
 
 def test_a_second_policy_with_the_same_name_is_a_conflict(session_client):
@@ -260,3 +260,26 @@ def test_reordering_refuses_another_organizations_policy(organization, outsiders
 
     with pytest.raises(InvalidRequest):
         services.policies_reorder(organization=organization, policy_ids=[mine.id, outsiders_policy.id])
+
+
+def test_the_admin_console_writes_through_the_services(
+    admin_client, organization, django_capture_on_commit_callbacks
+):
+    form = {
+        "organization": str(organization.id),
+        "name": "from-admin",
+        "action": "redact",
+        "detectors": "email\nsecret",
+        "patterns": "ab(c",
+        "order": "0",
+        "is_active": "on",
+    }
+
+    refused = admin_client.post("/admin/policies/policy/add/", form, follow=True)
+    with bumps_generation(organization, django_capture_on_commit_callbacks):
+        created = admin_client.post("/admin/policies/policy/add/", {**form, "patterns": r"ACME-\d+"})
+
+    assert "not a valid regular expression" in refused.content.decode()
+    assert created.status_code == 302
+    [policy] = Policy.objects.all()
+    assert (policy.detectors, policy.patterns) == (["email", "secret"], [r"ACME-\d+"])

@@ -1,3 +1,4 @@
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from apps.core.api.fields import StrictBooleanField, StrictCharField
@@ -23,6 +24,7 @@ def _strings(length: int, limit: int, **kwargs) -> serializers.ListField:
     )
 
 
+@extend_schema_serializer(component_name="PolicyScope")
 class ScopeSerializer(ClosedSerializer):
     teams = serializers.ListField(
         child=serializers.UUIDField(),
@@ -41,6 +43,8 @@ class ScopeSerializer(ClosedSerializer):
     )
 
 
+# "Policy" is the policy analytics' component already (apps/audit).
+@extend_schema_serializer(component_name="PolicyObject")
 class PolicySerializer(ClosedSerializer, serializers.ModelSerializer):
     name = StrictCharField(max_length=services.NAME_LENGTH)
     action = serializers.ChoiceField(choices=Action.values)
@@ -111,12 +115,20 @@ class PolicySerializer(ClosedSerializer, serializers.ModelSerializer):
         return values
 
 
+@extend_schema_field(
+    {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "maxItems": 2048}]}
+)
+class EmbeddingsInputField(serializers.JSONField):
+    pass
+
+
+@extend_schema_serializer(component_name="PolicyDryRun")
 class DryRunSerializer(ClosedSerializer):
     """A sample request: ``messages`` (chat completions) or ``input`` (embeddings)."""
 
     model = StrictCharField(max_length=services.MODEL_LENGTH)
     messages = serializers.ListField(child=serializers.DictField(), max_length=1000, required=False)
-    input = serializers.JSONField(
+    input = EmbeddingsInputField(
         required=False, help_text="An embeddings input: a string or a list of strings."
     )
     team = StrictCharField(
@@ -137,6 +149,7 @@ class DryRunSerializer(ClosedSerializer):
         return attrs
 
 
+@extend_schema_serializer(component_name="PolicyDecision")
 class DecisionSerializer(serializers.Serializer):
     policy = serializers.CharField()
     action = serializers.ChoiceField(choices=["redacted", "blocked", "flagged"])
@@ -144,13 +157,14 @@ class DecisionSerializer(serializers.Serializer):
     count = serializers.IntegerField()
 
 
+@extend_schema_serializer(component_name="PolicyDryRunResult")
 class DryRunResultSerializer(serializers.Serializer):
     action = serializers.CharField(allow_null=True, help_text="redacted, blocked, flagged or null.")
     reason = serializers.CharField(allow_null=True)
     blocked = serializers.BooleanField()
     decisions = DecisionSerializer(many=True)
     messages = serializers.ListField(child=serializers.DictField(), required=False)
-    input = serializers.JSONField(required=False)
+    input = EmbeddingsInputField(required=False)
     redacts_response = serializers.BooleanField(
         help_text="Whether a redact policy with apply_to_response would redact the answer."
     )

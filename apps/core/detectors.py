@@ -6,16 +6,17 @@ One module serves the audit log's redaction (``apps/audit/redaction.py``) and th
 
 A detector is a regular expression source for the ``regex`` package plus, where a shape alone says
 too little, a validator on the matched text (a card number passes Luhn, an IBAN its mod-97
-checksum). ``Scanner`` joins any number of rules into ONE alternation and scans a text once,
-leftmost first: where two rules could match at the same place, the earlier rule takes it. Every
-pattern starts with a lookbehind, so a match never starts inside a run of letters or digits and a
-scan stays linear (no rule is tried from every position inside a long token); detector matches are
-bounded (``max_length``) except credentials, which are masked whole however long they are.
+checksum). ``Scanner`` looks for any number of rules in a text, each compiled once, and merges
+their matches leftmost first: where two rules match at the same place, the earlier rule takes it.
+Every detector starts with a character that is rare in prose and checks what comes before it only
+there, so a scan stays linear, and the ones with a literal every match holds (``@``, ``sk-``,
+``whsec_`` ...) are not searched for in a text without it; detector matches are bounded
+(``max_length``) except credentials, which are masked whole however long they are.
 """
 
 import ipaddress
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -24,7 +25,12 @@ from django.conf import settings
 
 
 class ScanTimeout(TimeoutError):
-    """The scan did not finish before its deadline: the caller fails closed."""
+    """The scan did not finish before its deadline: the caller fails closed. ``rule`` is the index of
+    the rule being searched for then (None when unknown)."""
+
+    def __init__(self, message: str = "", *, rule: int | None = None) -> None:
+        super().__init__(message)
+        self.rule = rule
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +48,9 @@ class Rule:
     # ``prefix_max`` characters, matched so that it ends there): "ada" of "ada@example.com".
     prefix: str | None = None
     prefix_max: int = 0
+    # Substrings of which every match contains at least one, in lower case: a text holding none
+    # (looked up in its lower-cased copy, at C speed) is not scanned for the rule at all.
+    guards: tuple[str, ...] = ()
 
 
 # --- Validators ------------------------------------------------------------------------------------
@@ -145,6 +154,8 @@ _SECRET = "|".join(
     )
 )
 
+_SECRET_GUARDS = ("sk-", "sk_", "pk_", "rk_", "akia", "bearer", "whsec_")
+
 DETECTORS: dict[str, Rule] = {
     "email": Rule(
         "email",
@@ -153,6 +164,7 @@ DETECTORS: dict[str, Rule] = {
         max_length=254,
         prefix=r"(?<![\w.%+\-])[A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}",
         prefix_max=64,
+        guards=("@",),
     ),
     "phone": Rule("phone", _PHONE, phone_valid, max_length=32),
     "payment_card": Rule("payment_card", r"\d(?<![\w\-]\d)(?:[ \-]?\d){12,18}(?!\w)", luhn_valid, 37),
@@ -177,7 +189,7 @@ DETECTORS: dict[str, Rule] = {
         prefix=r"(?<![\w.:])[0-9A-Fa-f]{0,4}",
         prefix_max=4,
     ),
-    "secret": Rule("secret", _SECRET),
+    "secret": Rule("secret", _SECRET, guards=_SECRET_GUARDS),
 }
 DETECTOR_NAMES: tuple[str, ...] = tuple(DETECTORS)
 PERSONAL_DETECTORS: tuple[str, ...] = ("email", "phone", "payment_card", "iban", "us_ssn", "ip_address")
@@ -196,7 +208,7 @@ def _secret_rule(prefix: str) -> Rule:
     if not prefix or prefix.startswith(("sk_", "sk-")):
         return DETECTORS["secret"]
     own = _token_start(regex.escape(prefix), r"[A-Za-z0-9_\-]{16,}")
-    return Rule("secret", f"{own}|{_SECRET}")
+    return Rule("secret", f"{own}|{_SECRET}", guards=(*_SECRET_GUARDS, prefix.lower()))
 
 
 # --- The scanner -----------------------------------------------------------------------------------
@@ -211,30 +223,23 @@ class Match:
 
 @dataclass(eq=False)
 class Scanner:
-    """Rules joined into one alternation, compiled once; ``scan`` reads a text in one pass.
+    """Rules scanned for in a text, their matches merged leftmost first: where two rules match at
+    the same place, the earlier rule takes it, and a match inside another's is dropped.
 
-    Each rule is wrapped in a group of its own; the group that closed last (``lastindex``) says which
-    rule matched. A match a validator refuses is retried with the later rules at the same place
-    (each compiled alone, only then), then the scan goes on one character further."""
+    Each rule is searched for on its own, compiled once: a rule alone keeps the ``regex`` package's
+    fast paths (a literal it can skip to, a first character), which one alternation of them all
+    loses at every position of the text (ten policies on 16,000 characters: 6.5 ms as one
+    alternation, under 0.5 ms rule by rule). A rule with ``guards`` is not searched for at all in a
+    text that holds none of them. A match a rule's validator refuses is passed over, and that rule's
+    search goes on one character further."""
 
     rules: Sequence[Rule]
-    _pattern: regex.Pattern = field(init=False, repr=False)
-    _rule_of_group: dict[int, int] = field(init=False, repr=False)
-    _alone: dict[int, regex.Pattern] = field(init=False, repr=False, default_factory=dict)
+    _patterns: tuple[regex.Pattern, ...] = field(init=False, repr=False)
     _prefixes: dict[str, regex.Pattern] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.rules = tuple(self.rules)
-        parts, self._rule_of_group, group = [], {}, 1
-        for index, rule in enumerate(self.rules):
-            self._rule_of_group[group] = index
-            parts.append(f"(?P<r{index}>{rule.source})")
-            group += 1 + regex.compile(rule.source).groups
-        self._pattern = regex.compile("|".join(parts) if parts else "(?!)")
-
-    @property
-    def pattern(self) -> regex.Pattern:
-        return self._pattern
+        self._patterns = tuple(regex.compile(rule.source) for rule in self.rules)
 
     def max_length(self) -> int | None:
         """The longest match any rule can make, or None when one is unbounded."""
@@ -243,60 +248,57 @@ class Scanner:
 
     def scan(self, text: str, *, pos: int = 0, deadline: float | None = None) -> list[Match]:
         """Every match from ``pos`` on (lookbehinds see the text before ``pos``), leftmost first,
-        not overlapping. Raises ``ScanTimeout`` once ``deadline`` (``time.perf_counter()``) passes."""
-        return list(self.iter(text, pos=pos, deadline=deadline))
+        not overlapping. Raises ``ScanTimeout`` once ``deadline`` (``time.perf_counter()``) passes,
+        naming the rule that was being searched for."""
+        found: list[Match] = []
+        lowered: str | None = None
+        for index, rule in enumerate(self.rules):
+            if rule.guards:
+                if lowered is None:
+                    lowered = text.lower()
+                if not any(guard in lowered for guard in rule.guards):
+                    continue
+            try:
+                found += self._matches(text, index, pos, deadline)
+            except TimeoutError as error:  # the regex package's, or our own between two searches
+                raise ScanTimeout(str(error), rule=index) from None
+        if len(found) < 2:
+            return found
+        found.sort(key=lambda match: (match.start, match.rule))
+        merged, end = [], pos
+        for match in found:
+            if match.start >= end:
+                merged.append(match)
+                end = match.end
+        return merged
 
-    def iter(self, text: str, *, pos: int = 0, deadline: float | None = None) -> Iterator[Match]:
-        try:
-            yield from self._iter(text, pos, deadline)
-        except TimeoutError as error:  # the regex package's, or our own between two searches
-            raise ScanTimeout(str(error)) from None
-
-    def _iter(self, text: str, pos: int, deadline: float | None) -> Iterator[Match]:
-        search, rules, end = self._pattern.search, self.rules, len(text)
+    def _matches(self, text: str, index: int, pos: int, deadline: float | None) -> list[Match]:
+        rule, search = self.rules[index], self._patterns[index].search
+        matches, floor, end = [], pos, len(text)
         while pos <= end:
             found = search(text, pos, timeout=_remaining(deadline))
             if found is None:
-                return
+                break
             start, stop = found.span()
             if stop == start:  # a pattern that can match nothing matches nothing
                 pos = start + 1
                 continue
-            index = self._rule_of_group[found.lastindex]
-            rule = rules[index]
-            begin = self._begin(text, rule, start, pos) if rule.prefix else start
+            begin = self._begin(text, rule, start, floor) if rule.prefix else start
             if rule.validate is None or rule.validate(text[begin:stop]):
-                yield Match(begin, stop, index)
-                pos = stop
-                continue
-            retried = self._retry(text, start, pos, index + 1, deadline)
-            if retried is not None:
-                yield retried
-                pos = retried.end
+                matches.append(Match(begin, stop, index))
+                pos = floor = stop
             else:
                 pos = start + 1
+        return matches
 
     def _begin(self, text: str, rule: Rule, at: int, floor: int) -> int:
         """Where a match of ``rule`` found at ``at`` begins: its prefix taken in, never before
-        ``floor`` (the end of the previous match)."""
+        ``floor`` (the end of the rule's previous match)."""
         pattern = self._prefixes.get(rule.prefix)
         if pattern is None:
             pattern = self._prefixes[rule.prefix] = regex.compile(f"(?:{rule.prefix})\\Z")
         found = pattern.search(text, max(floor, at - rule.prefix_max), at)
         return found.start() if found is not None else at
-
-    def _retry(self, text: str, start: int, floor: int, first: int, deadline: float | None) -> Match | None:
-        for index in range(first, len(self.rules)):
-            pattern = self._alone.get(index)
-            if pattern is None:
-                pattern = self._alone[index] = regex.compile(self.rules[index].source)
-            found = pattern.match(text, start, timeout=_remaining(deadline))
-            if found is not None and found.end() > start:
-                rule = self.rules[index]
-                begin = self._begin(text, rule, start, floor) if rule.prefix else start
-                if rule.validate is None or rule.validate(text[begin : found.end()]):
-                    return Match(begin, found.end(), index)
-        return None
 
     def sub(
         self,

@@ -148,7 +148,9 @@ class PolicyEngine:
             if policy.terms:
                 terms = tuple(sorted(set(policy.terms)))
                 longest = max(len(term) for term in terms)
-                keys.append((("terms", terms), Rule("term", term_source(terms), max_length=longest)))
+                guards = tuple(term.lower() for term in terms)
+                rule = Rule("term", term_source(terms), max_length=longest, guards=guards)
+                keys.append((("terms", terms), rule))
             for key, rule in keys:
                 owners = by_key.setdefault(key, (rule, []))[1]
                 if index not in owners:
@@ -194,8 +196,8 @@ class PolicyEngine:
         if compiled.scanner.rules:
             try:
                 scanned = [compiled.scanner.scan(text, deadline=deadline) for _, text in slots]
-            except ScanTimeout:
-                return self._timed_out(body, applicable)
+            except ScanTimeout as timeout:
+                return self._timed_out(body, applicable, compiled, timeout.rule)
         # Matches per policy and category, and which matches a redact policy replaces.
         counts: dict[tuple[int, str], int] = {}
         for matches in scanned:
@@ -242,13 +244,12 @@ class PolicyEngine:
                 new_body = _with_values(body, replaced)
         return _verdict(new_body, decisions, None)
 
-    def _timed_out(self, body: dict, applicable: tuple[int, ...]) -> RequestVerdict:
-        # The alternation cannot say which rule ran long: custom patterns are the suspects.
-        policies = [self.policies[index] for index in applicable]
-        culprit = next(
-            (p for p in policies if p.patterns),
-            next((p for p in policies if p.detectors or p.terms), policies[0]),
-        )
+    def _timed_out(
+        self, body: dict, applicable: tuple[int, ...], compiled: _Compiled, rule: int | None
+    ) -> RequestVerdict:
+        """Blocked: the first policy that owns the rule that ran out of time."""
+        owners = compiled.owners[rule] if rule is not None else applicable
+        culprit = self.policies[owners[0]]
         decision = Decision(culprit.id, culprit.name, BLOCKED, TIMEOUT, 1)
         return _verdict(body, [decision], decision)
 
@@ -304,8 +305,8 @@ class ResponseRedactor:
             matches = scanner.scan(
                 whole, pos=len(context), deadline=time.perf_counter() + self._engine.timeout
             )
-        except ScanTimeout:
-            index = self._applicable[0]
+        except ScanTimeout as timeout:
+            index = owners[timeout.rule][0] if timeout.rule is not None else self._applicable[0]
             counts[index, TIMEOUT] = counts.get((index, TIMEOUT), 0) + 1
             return marker(TIMEOUT), len(text)
         offset = len(context)

@@ -147,6 +147,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "apps.audit.tasks.apply_audit_retention",
         "schedule": timedelta(hours=1),
     },
+    "expire-semantic-cache-entries": {
+        "task": "apps.cache.tasks.expire_semantic_entries",
+        "schedule": timedelta(minutes=10),
+    },
 }
 
 # --- Auth -----------------------------------------------------------------------------------

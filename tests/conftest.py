@@ -21,16 +21,19 @@ def _close_database_pools(django_db_setup, django_db_blocker):
 
 @pytest.fixture(autouse=True)
 def _clear_process_state():
-    """Caches that live in the process (login failure counters, the proxy's key cache) must not
+    """Caches that live in the process (login failure counters, the proxy's key cache, L1) must not
     carry one test's state into the next."""
     from django.core.cache import cache
 
+    from apps.cache.memory import local_cache
     from apps.proxy.auth import key_cache
 
     clear_cache(cache)
     key_cache.clear()
+    local_cache.clear()
     yield
     key_cache.clear()
+    local_cache.clear()
 
 
 def clear_cache(cache) -> None:

@@ -4,7 +4,7 @@ import redis
 from django.db import transaction
 from django.utils import timezone
 
-from apps.core.errors import GatewayError
+from apps.core.errors import ServiceUnavailable
 from apps.core.generations import bump_generation
 from apps.organizations.models import Organization
 
@@ -24,10 +24,8 @@ def cache_purge(*, organization: Organization) -> None:
     try:
         epoch_increment(organization.id)
     except redis.RedisError as error:
-        raise GatewayError(
-            "The shared cache cannot be reached; nothing was purged. Try again.",
-            code="cache_unavailable",
-            status=503,
+        raise ServiceUnavailable(
+            "The shared cache cannot be reached; nothing was purged. Try again.", code="cache_unavailable"
         ) from error
     with transaction.atomic():
         SemanticEntry.objects.filter(organization=organization).delete()

@@ -25,6 +25,8 @@ class HeaderNames:
     model: str
     policy_action: str
     policy_reason: str
+    # RFC 9211 ``Cache-Status`` values, by the x-gateway-cache verdict; the cache is named by the brand.
+    cache_status: dict[str, str]
     # Read from requests.
     team: str
     data_region: str
@@ -42,6 +44,11 @@ class HeaderNames:
             model=header("model"),
             policy_action=header("policy-action"),
             policy_reason=header("policy-reason"),
+            cache_status={
+                **{tier: f"{settings.GATEWAY_BRAND}; hit; detail={tier}" for tier in ("l1", "l2", "l3")},
+                "miss": f"{settings.GATEWAY_BRAND}; fwd=uri-miss",
+                "bypass": f"{settings.GATEWAY_BRAND}; fwd=bypass",
+            },
             team=header("team"),
             data_region=header("data-region"),
         )

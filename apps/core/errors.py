@@ -77,3 +77,9 @@ class RateLimited(GatewayError):
     status = 429
     type = "rate_limit_error"
     code = "rate_limit_exceeded"
+
+
+class ServiceUnavailable(GatewayError):
+    status = 503
+    type = "service_unavailable_error"
+    code = "service_unavailable"

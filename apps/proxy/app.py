@@ -126,6 +126,7 @@ class ProxyApp:
             names.latency: f"{elapsed_ms:.2f}",
             names.overhead: f"{max(0.0, elapsed_ms - record.upstream_ms):.2f}",
             names.cache: record.cache,
+            "cache-status": names.cache_status.get(record.cache, names.cache_status["bypass"]),
         }
         if record.provider is not None:
             headers[names.provider] = record.provider

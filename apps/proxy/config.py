@@ -20,11 +20,15 @@ from datetime import UTC, datetime
 from channels.db import database_sync_to_async
 from django.conf import settings
 
+from apps.cache.settings import CacheSettings, effective_settings
+from apps.cache.shared import cache_epoch
 from apps.catalog.pricing import Price
 from apps.catalog.selectors import AliasSnapshot, active_alias_snapshots, price_at, price_versions
 from apps.core.errors import NotFound
 from apps.limits.selectors import OrganizationLimits, organization_limits
 from apps.organizations.selectors import organization_snapshot
+from apps.policies.engine import PolicyEngine
+from apps.policies.selectors import active_policy_snapshots
 from apps.providers.selectors import ProviderKeySnapshot, usable_provider_keys
 from apps.teams.selectors import TeamSnapshot, team_snapshots
 
@@ -44,6 +48,13 @@ class OrganizationConfig:
     prices: dict[tuple[str, str], list[Price]]
     limits: OrganizationLimits = field(default_factory=OrganizationLimits)
     limits_fail_mode: str = "open"
+    # The response cache's settings: the organization's (key None) and each team's (caching.py).
+    cache_settings: dict[str | None, CacheSettings] = field(default_factory=dict)
+    # The organization's cache purge epoch, part of every L2 key; None: unknown (Redis unreachable
+    # when the configuration was read), and L2 is skipped rather than risk serving purged entries.
+    cache_epoch: int | None = 0
+    # The organization's active policies, compiled once for this generation (policing.py).
+    policies: PolicyEngine | None = None
     # The /v1/models answer, rendered once per generation.
     models_body: bytes = b""
     # alias -> its deployments then its fallbacks' (routing.resolve_model), built on first use.
@@ -51,6 +62,10 @@ class OrganizationConfig:
     # (provider, model) -> (price, in force from, in force until): the hot path looks a price up
     # once per request, so the version search runs only when the window is left.
     _price_cache: dict[tuple[str, str], tuple[Price | None, datetime, datetime]] = field(default_factory=dict)
+
+    def cache_settings_for(self, team_id: str | None) -> CacheSettings:
+        settings = self.cache_settings.get(team_id)
+        return settings if settings is not None else self.cache_settings[None]
 
     def price(self, provider: str, model: str, at: datetime) -> Price | None:
         """The price in force at ``at``: the organization's version, else the shipped one."""
@@ -85,7 +100,8 @@ def _models_body(aliases: dict[str, AliasSnapshot]) -> bytes:
 
 
 def load_organization_config(organization_id: str, generation: int) -> OrganizationConfig | None:
-    """Reads the organization through its domains' selectors (seven queries, one thread hop)."""
+    """Reads the organization through its domains' selectors (eight queries, one thread hop) and its
+    cache purge epoch (one Redis read)."""
     organization = organization_snapshot(organization_id)
     if organization is None:
         return None
@@ -106,6 +122,12 @@ def load_organization_config(organization_id: str, generation: int) -> Organizat
         prices=price_versions(organization_id),
         limits=organization_limits(organization_id),
         limits_fail_mode=organization.limits_fail_mode,
+        cache_settings={
+            None: effective_settings(organization, None),
+            **{team.id: effective_settings(organization, team) for team in teams},
+        },
+        cache_epoch=cache_epoch(organization_id),
+        policies=PolicyEngine.build(active_policy_snapshots(organization_id)),
         models_body=_models_body(aliases),
     )
 

@@ -70,6 +70,11 @@ class ProxyContext:
     # A stage's cache verdict (l1, l2, l3, bypass). None: a miss when the upstream answers, a
     # bypass when a stage does.
     cache: str | None = None
+    # The policies stage's (policing.py): what redacts the answer, and its state on a stream.
+    answer_redactor: Any = None
+    stream_redaction: Any = None
+    # The cache stage's (caching.py): where a miss's answer is stored, and a stream's assembly.
+    cache_lookup: Any = None
 
 
 class Stage:

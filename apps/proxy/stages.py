@@ -6,7 +6,9 @@ from typing import Any
 from apps.catalog.pricing import Usage, cost_usd
 
 from .answers import Answer, StreamOutcome
+from .caching import ServeFromCache
 from .pipeline import ProxyContext, Stage, register
+from .policing import ApplyPolicies
 
 
 class SettleCost(Stage):
@@ -41,5 +43,7 @@ def estimate_usage(body: dict[str, Any], output_chars: int) -> Usage:
     return Usage(input_tokens=-(-prompt_chars // 4), output_tokens=-(-output_chars // 4), estimated=True)
 
 
-# Slots without a stage yet: policies, cache, prompt_template.
+# Slots without a stage yet: prompt_template.
+register(ApplyPolicies())
+register(ServeFromCache())
 register(SettleCost())

@@ -46,7 +46,7 @@ async def test_a_completion_leaves_one_entry_with_its_routing_outcome_and_cost(p
     assert entry.latency_ms > 0
     assert entry.client_ip == "203.0.113.7"
     assert entry.user_agent == "pytest-agent"
-    assert entry.cache == "miss"
+    assert entry.cache == "bypass"  # no temperature: not cacheable (docs/cache.md)
 
 
 async def test_a_failover_is_recorded_attempt_by_attempt(proxy, routed, organization, gateway_key):

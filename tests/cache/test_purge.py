@@ -95,3 +95,20 @@ def test_the_clean_up_works_in_batches(organization):
 
     assert semantic_entries_expire(batch=2) == 5
     assert SemanticEntry.objects.count() == 0
+
+
+def test_with_redis_unreachable_nothing_is_purged_and_the_answer_says_so(
+    session_client, organization, monkeypatch
+):
+    import redis
+
+    from apps.cache import shared
+
+    mine = entry(organization)
+    closed = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+    monkeypatch.setattr(shared, "sync_client", lambda: closed)
+
+    error = assert_error(session_client.post(URL), 503, "cache_unavailable")
+
+    assert error["type"] == "service_unavailable_error"
+    assert SemanticEntry.objects.filter(pk=mine.pk).exists()

@@ -52,12 +52,18 @@ def test_it_persists_a_new_name_and_settings(session_client):
     assert response.json()["name"] == "Renamed Inc"
     read_back = session_client.get(URL).json()
     assert read_back["name"] == "Renamed Inc"
-    # Settings not named in the change (budget, rate_limits, limits_fail_mode) keep their defaults.
+    # Settings not named in the change (limits, the cache) keep their defaults.
     assert read_back["settings"] == {
         **changes["settings"],
         "budget": None,
         "rate_limits": None,
         "limits_fail_mode": "open",
+        "cache_enabled": True,
+        "cache_ttl_seconds": 3600,
+        "cache_any_temperature": False,
+        "cache_semantic_enabled": False,
+        "cache_semantic_threshold": 0.95,
+        "cache_embedding_model": "",
     }
 
 

@@ -43,7 +43,7 @@ async def test_a_chat_completion_comes_back_from_the_upstream_with_its_cost(sdk,
     headers = raw.headers
     assert headers["x-gateway-provider"] == "openai"
     assert headers["x-gateway-model"] == "gpt-4o-mini"
-    assert headers["x-gateway-cache"] == "miss"
+    assert headers["x-gateway-cache"] == "bypass"  # no temperature: not cacheable (docs/cache.md)
     usage = completion.usage
     expected = shipped_cost("openai", "gpt-4o-mini", usage.prompt_tokens, usage.completion_tokens)
     assert expected > 0

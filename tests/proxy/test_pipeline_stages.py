@@ -235,7 +235,7 @@ async def test_after_stages_see_the_upstreams_answer_once_it_is_priced(
     assert response.json()["choices"][0]["message"]["content"] == "HELLO from upstream: hi"
     assert text == "HELLO from upstream: hi"
     assert len(routed.requests) == 2
-    assert response.headers["x-gateway-cache"] == "miss"
+    assert response.headers["x-gateway-cache"] == "bypass"  # no temperature: not cacheable (docs/cache.md)
     # The cost stage is innermost: the budget's slot sees the answer already priced.
     assert watcher.costs[0] == Decimal(response.headers["x-gateway-cost-usd"]) > 0
     assert watcher.costs[1] == records[1].cost_usd > 0

@@ -240,7 +240,9 @@ class CacheNumbersSerializer(serializers.Serializer):
     bypasses = serializers.IntegerField()
     hit_rate = serializers.FloatField()
     savings_usd = serializers.DecimalField(
-        max_digits=24, decimal_places=8, help_text="What the hits would have cost: each one's first answer's cost."
+        max_digits=24,
+        decimal_places=8,
+        help_text="What the hits would have cost: the cost of each answer a hit replayed.",
     )
     tiers = CacheTiersSerializer()
 

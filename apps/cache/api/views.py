@@ -1,8 +1,9 @@
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, status
 from rest_framework.response import Response
 
 from apps.cache import services
+from apps.core.api.schema import ErrorSerializer
 from apps.organizations.models import Organization
 from apps.organizations.tenancy import OrganizationScopedMixin
 
@@ -17,7 +18,15 @@ class CachePurgeView(OrganizationScopedMixin, generics.GenericAPIView):
     organization_field = "id"
     http_method_names = ["post", "options"]
 
-    @extend_schema(request=None, responses={202: CachePurgeSerializer})
+    @extend_schema(
+        request=None,
+        responses={
+            202: CachePurgeSerializer,
+            503: OpenApiResponse(
+                ErrorSerializer, description="Redis is configured but cannot be reached: nothing was purged."
+            ),
+        },
+    )
     def post(self, request):
         services.cache_purge(organization=self.organization)
         return Response({"purged": True}, status=status.HTTP_202_ACCEPTED)

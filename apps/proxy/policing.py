@@ -1,0 +1,120 @@
+"""The organization's policies on the request and its answer (docs/policies.md): the outermost stage,
+so a blocked request reaches neither the cache nor an upstream, and a redacted one is cached,
+forwarded and logged redacted.
+
+The policies are compiled once per configuration generation (``OrganizationConfig.policies``, an
+``apps.policies.engine.PolicyEngine``); a request only scans its text with them.
+"""
+
+import json
+import logging
+
+from apps.core.errors import GatewayError
+from apps.events.publish import EventType, raise_event
+
+from .answers import Answer, StreamOutcome
+from .pipeline import ProxyContext, Stage
+
+logger = logging.getLogger(__name__)
+
+
+class PolicyBlocked(GatewayError):
+    status = 400
+    type = "invalid_request_error"
+    code = "policy_blocked"
+
+
+class ApplyPolicies(Stage):
+    slot = "policies"
+    endpoints = frozenset({"chat.completions", "embeddings"})
+
+    async def before(self, ctx: ProxyContext) -> Answer | None:
+        engine = ctx.config.policies
+        if engine is None or engine.is_empty:
+            return None
+        team_id = ctx.team.id if ctx.team is not None else None
+        model = ctx.body["model"]
+        verdict = engine.check_request(
+            ctx.body, endpoint=ctx.endpoint.name, model=model, team_id=team_id, api_key_id=ctx.key.id
+        )
+        record = ctx.record
+        if verdict.decisions:
+            record.policy_decisions = [decision.as_record() for decision in verdict.decisions]
+            record.policy_action, record.policy_reason = verdict.action, verdict.reason
+        blocked = verdict.blocked
+        if blocked is not None:
+            _announce(ctx, EventType.POLICY_BLOCKED, verdict.decisions)
+            raise PolicyBlocked(
+                f"This request was refused by the organization's policy '{blocked.policy}' "
+                f"({blocked.category})."
+            )
+        if verdict.body is not ctx.body:
+            ctx.body = verdict.body
+            # What the audit log keeps: the redacted body, never the original.
+            ctx.request.body = json.dumps(verdict.body, ensure_ascii=False, separators=(",", ":")).encode()
+            _announce(ctx, EventType.POLICY_REDACTED, verdict.decisions)
+        if ctx.endpoint.name == "chat.completions":
+            ctx.answer_redactor = engine.response_redactor(
+                model=model, team_id=team_id, api_key_id=ctx.key.id
+            )
+            if ctx.answer_redactor is not None and ctx.stream:
+                ctx.stream_redaction = ctx.answer_redactor.stream()
+        return None
+
+    async def after(self, ctx: ProxyContext, answer: Answer) -> None:
+        redactor = ctx.answer_redactor
+        if redactor is None or answer.status != 200 or not answer.body:
+            return
+        try:
+            body = json.loads(answer.body)
+        except ValueError:
+            return
+        found = []
+        for choice in body.get("choices") or ():
+            message = choice.get("message") if isinstance(choice, dict) else None
+            content = message.get("content") if isinstance(message, dict) else None
+            if isinstance(content, str) and content:
+                redacted, decisions = redactor.redact_text(content)
+                if decisions:
+                    message["content"] = redacted
+                    found += decisions
+        if found:
+            answer.body = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+            _record_answer_decisions(ctx, found)
+
+    def on_chunk(self, ctx: ProxyContext, chunk: bytes) -> bytes:
+        stream = ctx.stream_redaction
+        return chunk if stream is None else stream.on_chunk(chunk)
+
+    async def on_stream_end(self, ctx: ProxyContext, outcome: StreamOutcome) -> None:
+        stream = ctx.stream_redaction
+        if stream is not None and stream.decisions:
+            _record_answer_decisions(ctx, list(stream.decisions))
+
+
+def _record_answer_decisions(ctx: ProxyContext, decisions: list) -> None:
+    record = ctx.record
+    record.policy_decisions = [*record.policy_decisions, *(decision.as_record() for decision in decisions)]
+    if record.policy_action is None:
+        first = decisions[0]
+        record.policy_action = "redacted"
+        record.policy_reason = f"{first.policy}: {first.category}"[:200]
+    _announce(ctx, EventType.POLICY_REDACTED, decisions)
+
+
+def _announce(ctx: ProxyContext, event_type: str, decisions) -> None:
+    """The event names the policies and categories, never the text they matched."""
+    try:
+        raise_event(
+            ctx.config.organization_id,
+            event_type,
+            {
+                "request_id": ctx.request.request_id,
+                "api_key_id": ctx.key.id,
+                "team_id": ctx.team.id if ctx.team is not None else None,
+                "model": ctx.body.get("model"),
+                "decisions": [decision.as_record() for decision in decisions],
+            },
+        )
+    except Exception:  # an event never fails a request
+        logger.exception("Could not raise the %s event", event_type)

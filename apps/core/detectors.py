@@ -51,6 +51,10 @@ class Rule:
     # Substrings of which every match contains at least one, in lower case: a text holding none
     # (looked up in its lower-cased copy, at C speed) is not scanned for the rule at all.
     guards: tuple[str, ...] = ()
+    # The characters a match's search position (where the pattern starts matching, before any
+    # ``prefix``) can be: in an ASCII text the search starts at the first of them (found at C speed),
+    # and a text without any is not searched for the rule.
+    anchors: str = ""
 
 
 # --- Validators ------------------------------------------------------------------------------------
@@ -154,6 +158,7 @@ _SECRET = "|".join(
     )
 )
 
+_DIGITS = "0123456789"
 _SECRET_GUARDS = ("sk-", "sk_", "pk_", "rk_", "akia", "bearer", "whsec_")
 
 DETECTORS: dict[str, Rule] = {
@@ -166,8 +171,10 @@ DETECTORS: dict[str, Rule] = {
         prefix_max=64,
         guards=("@",),
     ),
-    "phone": Rule("phone", _PHONE, phone_valid, max_length=32),
-    "payment_card": Rule("payment_card", r"\d(?<![\w\-]\d)(?:[ \-]?\d){12,18}(?!\w)", luhn_valid, 37),
+    "phone": Rule("phone", _PHONE, phone_valid, max_length=32, anchors="+(" + _DIGITS),
+    "payment_card": Rule(
+        "payment_card", r"\d(?<![\w\-]\d)(?:[ \-]?\d){12,18}(?!\w)", luhn_valid, 37, anchors=_DIGITS
+    ),
     "iban": Rule(
         "iban",
         r"\d(?<=(?<!\w)[A-Za-z]{2}\d)\d(?: ?[A-Za-z0-9]{4}){2,7}(?: ?[A-Za-z0-9]{1,3})?(?!\w)",
@@ -175,8 +182,15 @@ DETECTORS: dict[str, Rule] = {
         max_length=42,
         prefix=r"[A-Za-z]{2}",
         prefix_max=2,
+        anchors=_DIGITS,
     ),
-    "us_ssn": Rule("us_ssn", r"\d(?<![\w\-]\d)\d\d(?:-\d{2}-|[ ]\d{2}[ ])\d{4}(?![\w\-])", us_ssn_valid, 11),
+    "us_ssn": Rule(
+        "us_ssn",
+        r"\d(?<![\w\-]\d)\d\d(?:-\d{2}-|[ ]\d{2}[ ])\d{4}(?![\w\-])",
+        us_ssn_valid,
+        11,
+        anchors=_DIGITS,
+    ),
     "ip_address": Rule(
         "ip_address",
         # IPv4 (a sentence may end after it: "10.0.0.1."); IPv6 (full, compressed, IPv4-mapped) from
@@ -188,6 +202,7 @@ DETECTORS: dict[str, Rule] = {
         max_length=45,
         prefix=r"(?<![\w.:])[0-9A-Fa-f]{0,4}",
         prefix_max=4,
+        anchors=":" + _DIGITS,
     ),
     "secret": Rule("secret", _SECRET, guards=_SECRET_GUARDS),
 }
@@ -252,14 +267,27 @@ class Scanner:
         naming the rule that was being searched for."""
         found: list[Match] = []
         lowered: str | None = None
+        ascii_only: bool | None = None
+        firsts: dict[str, int] = {}
         for index, rule in enumerate(self.rules):
             if rule.guards:
                 if lowered is None:
                     lowered = text.lower()
                 if not any(guard in lowered for guard in rule.guards):
                     continue
+            start = pos
+            if rule.anchors:
+                if ascii_only is None:
+                    ascii_only = text.isascii()  # \d would match other scripts' digits too
+                if ascii_only:
+                    first = firsts.get(rule.anchors)
+                    if first is None:
+                        first = firsts[rule.anchors] = _first_of(text, rule.anchors, pos)
+                    if first < 0:
+                        continue
+                    start = first
             try:
-                found += self._matches(text, index, pos, deadline)
+                found += self._matches(text, index, start, pos, deadline)
             except TimeoutError as error:  # the regex package's, or our own between two searches
                 raise ScanTimeout(str(error), rule=index) from None
         if len(found) < 2:
@@ -272,9 +300,10 @@ class Scanner:
                 end = match.end
         return merged
 
-    def _matches(self, text: str, index: int, pos: int, deadline: float | None) -> list[Match]:
+    def _matches(self, text: str, index: int, pos: int, floor: int, deadline: float | None) -> list[Match]:
+        """The rule's matches, searched for from ``pos``; none begins before ``floor``."""
         rule, search = self.rules[index], self._patterns[index].search
-        matches, floor, end = [], pos, len(text)
+        matches, end = [], len(text)
         while pos <= end:
             found = search(text, pos, timeout=_remaining(deadline))
             if found is None:
@@ -321,6 +350,12 @@ def replace(text: str, matches: Sequence[Match], replacement: Callable[[Match], 
         last = match.end
     pieces.append(text[last:])
     return "".join(pieces)
+
+
+def _first_of(text: str, characters: str, pos: int) -> int:
+    """The first position from ``pos`` holding one of ``characters``, -1 when there is none."""
+    found = [at for at in (text.find(character, pos) for character in characters) if at >= 0]
+    return min(found, default=-1)
 
 
 def _remaining(deadline: float | None) -> float | None:

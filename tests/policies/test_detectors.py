@@ -46,6 +46,15 @@ def test_each_detector_finds_its_kind_in_a_sentence(name, value):
     assert found(name, f"Here it is: {value}, thanks.") == [value]
 
 
+@pytest.mark.parametrize(("name", "value"), [(n, v) for n, values in FOUND.items() for v in values])
+def test_each_detector_finds_its_kind_late_in_a_long_text_and_in_one_that_is_not_ascii(name, value):
+    """The search starts at the first character a match can start with (an ASCII text), or at the
+    beginning (any other text): both find the same."""
+    prose = "Nothing to see in this sentence, only words. " * 200
+    assert found(name, f"{prose}Here it is: {value}, thanks.") == [value]
+    assert found(name, f"Café, naïve — {prose}Here it is: {value}, thanks.") == [value]
+
+
 @pytest.mark.parametrize(("name", "value"), [(n, v) for n, values in MISSED.items() for v in values])
 def test_each_detector_leaves_its_near_misses_alone(name, value):
     assert found(name, f"Here it is: {value}, thanks.") == []

@@ -33,35 +33,44 @@ _IPV4_IN_LAST_32_BITS = tuple(
 _LOCAL_USE_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+# What each allowance is for, as its refusal says.
+_ALLOWED_BY = {
+    "GATEWAY_ALLOW_PRIVATE_UPSTREAMS": "self-hosted upstreams",
+    "GATEWAY_ALLOW_PRIVATE_WEBHOOKS": "webhooks on a private network",
+}
 
 
 class AddressRefused(InvalidRequest):
     code = "upstream_address_refused"
 
 
-def check_ip(address: str) -> None:
+def check_ip(
+    address: str, *, allowance: str = "GATEWAY_ALLOW_PRIVATE_UPSTREAMS", subject: str = "upstream address"
+) -> None:
     """Raises AddressRefused for an address the gateway must not call; ValueError if ``address``
-    is not an IP address at all (a host name)."""
+    is not an IP address at all (a host name). ``allowance`` names the boolean setting that allows
+    private and loopback addresses (webhooks have their own, ``GATEWAY_ALLOW_PRIVATE_WEBHOOKS``);
+    ``subject`` is what the messages call the address."""
     ip = ipaddress.ip_address(address)
     if ip in _LOCAL_USE_NAT64:
         raise AddressRefused(
-            f"The upstream address {ip} is in the local-use NAT64 prefix {_LOCAL_USE_NAT64}, which can "
+            f"The {subject} {ip} is in the local-use NAT64 prefix {_LOCAL_USE_NAT64}, which can "
             "carry any IPv4 address (the metadata service too); it is never allowed."
         )
     judged = _judged_addresses(ip)
     for candidate in judged:
         if candidate.is_link_local or candidate in _METADATA:
             raise AddressRefused(
-                f"The upstream address {_named(candidate, ip)} is link-local or a metadata service; "
+                f"The {subject} {_named(candidate, ip)} is link-local or a metadata service; "
                 "it is never allowed."
             )
-    if settings.GATEWAY_ALLOW_PRIVATE_UPSTREAMS:
+    if getattr(settings, allowance):
         return
     for candidate in judged:
         if not candidate.is_global:
             raise AddressRefused(
-                f"The upstream address {_named(candidate, ip)} is private or local; set "
-                "GATEWAY_ALLOW_PRIVATE_UPSTREAMS=true to allow self-hosted upstreams."
+                f"The {subject} {_named(candidate, ip)} is private or local; set "
+                f"{allowance}=true to allow {_ALLOWED_BY.get(allowance, 'them')}."
             )
 
 

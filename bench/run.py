@@ -225,11 +225,22 @@ def describe_database() -> tuple[str, str]:
 # --- Measuring --------------------------------------------------------------------------------
 
 
-def chat_body(model: str, *, stream: bool) -> bytes:
-    payload = {"model": model, "messages": MESSAGES, "max_tokens": 16}
+def chat_body(model: str, *, stream: bool, messages: list | None = None, **fields) -> bytes:
+    payload = {"model": model, "messages": messages or MESSAGES, "max_tokens": 16, **fields}
     if stream:
         payload["stream"] = True
     return json.dumps(payload).encode()
+
+
+def long_prompt(tokens: int = 4_000) -> list[dict]:
+    """About ``tokens`` tokens (four characters each) of ordinary text, with one e-mail address
+    and one phone number for the redaction policies to find."""
+    paragraph = (
+        "The quarterly report covers revenue, costs and the outlook for the next two quarters. "
+        "Customer support resolved most tickets within a day, and the survey scores went up. "
+    )
+    text = (paragraph * (tokens * 4 // len(paragraph) + 1))[: tokens * 4 - 80]
+    return [{"role": "user", "content": text + " Contact ada@example.com or +1 415 555 0100."}]
 
 
 def measure_load(
@@ -405,6 +416,58 @@ def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: 
         f"with a budget and rate limits on the key: p50 {with_limits.percentile(50):.2f} ms against "
         f"{without_limits.percentile(50):.2f} ms without"
     )
+    # Ten policies on a 4,000-token prompt: the same long request with a key the policies apply to
+    # and one they do not, alternating.
+    long_body = chat_body(seeded["model"], stream=False, messages=long_prompt())
+    plain_long = Target(
+        "gateway, long prompt", gateway_port, long_body, gateway.headers, gateway.required_header
+    )
+    policed_long = Target(
+        "gateway, long prompt, ten policies",
+        gateway_port,
+        long_body,
+        {**json_headers, "authorization": f"Bearer {seeded['policed_api_key']}"},
+        required_header=gateway.required_header,
+        required_value=(f"x-{brand}-policy-action", "redacted"),
+    )
+    # The cache: the same request at temperature 0, answered from L1 after its first time.
+    l1 = Target(
+        "gateway, L1 hit",
+        gateway_port,
+        chat_body(seeded["model"], stream=False, temperature=0),
+        gateway.headers,
+        gateway.required_header,
+        required_value=(f"x-{brand}-cache", "l1"),
+    )
+    try:
+        completions(policed_long, WARM_UP)
+        without_policies, with_policies = alternating(plain_long, policed_long, config.requests)
+        completions(Target("the first, a miss", gateway_port, l1.body, gateway.headers), 1)
+        completions(l1, WARM_UP)
+        l1_direct, l1_hits = alternating(direct, l1, config.requests)
+    except BadResponse as error:
+        raise Failed(f"a bad answer during the policies or cache runs: {error}") from None
+    say(
+        f"ten policies on a 4,000-token prompt: p50 {with_policies.percentile(50):.2f} ms against "
+        f"{without_policies.percentile(50):.2f} ms without; an L1 hit: p50 {l1_hits.percentile(50):.2f} ms "
+        f"against {l1_direct.percentile(50):.2f} ms straight to the upstream"
+    )
+    l2_hits = l2_direct = None
+    if os.environ.get("REDIS_URL"):
+        l2_direct, l2_hits = sequential_l2_hits(
+            config, env, processes, seeded, gateway, direct, l1.body, brand
+        )
+        say(
+            f"an L2 hit (a second gateway process without L1): p50 {l2_hits.percentile(50):.2f} ms against "
+            f"{l2_direct.percentile(50):.2f} ms straight to the upstream"
+        )
+    semantic = json.loads(
+        run_django(["-m", "bench.semantic", seeded["organization_id"]], env, "the L3 look-up measurement")
+    )
+    say(
+        f"the L3 look-up at {semantic['entries']:,} entries of {semantic['dimensions']:,} dimensions: "
+        f"a miss p50 {semantic['miss_p50_ms']:.2f} ms, a hit p50 {semantic['hit_p50_ms']:.2f} ms"
+    )
     # Right after the gateway's own sequential run, under the same conditions (before wrk leaves the
     # audit ingest process a backlog to write).
     audit_off = sequential_without_audit(config, env, processes, seeded, authorization, json_headers, brand)
@@ -461,6 +524,13 @@ def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: 
         sequential_gateway_without_audit=audit_off,
         sequential_without_limits=without_limits,
         sequential_with_limits=with_limits,
+        sequential_without_policies=without_policies,
+        sequential_with_policies=with_policies,
+        l1_direct=l1_direct,
+        l1_hits=l1_hits,
+        l2_direct=l2_direct,
+        l2_hits=l2_hits,
+        semantic=semantic,
     )
 
 
@@ -471,6 +541,35 @@ def alternating(first: Target, second: Target, count: int, blocks: int = 10) -> 
         for target, samples in zip((first, second), results, strict=True):
             samples.seconds.extend(completions(target, max(1, count // blocks)).seconds)
     return results
+
+
+def sequential_l2_hits(
+    config, env, processes, seeded, gateway, direct, body, brand
+) -> tuple[Samples, Samples]:
+    """The L1 case's request against a second Daphne whose L1 holds nothing
+    (GATEWAY_CACHE_L1_MAX_ENTRIES=0): every answer an L2 hit, alternating with the upstream."""
+    port = free_port()
+    server = processes.start(
+        "daphne-without-l1",
+        [PYTHON, "-m", "daphne", *config.daphne_args, "-b", "127.0.0.1", "-p", str(port), ASGI_APPLICATION],
+        {**env, "GATEWAY_CACHE_L1_MAX_ENTRIES": "0"},
+    )
+    wait_until_healthy(server, port, "the gateway without L1")
+    l2 = Target(
+        "gateway, L2 hit",
+        port,
+        body,
+        gateway.headers,
+        gateway.required_header,
+        required_value=(f"x-{brand}-cache", "l2"),
+    )
+    try:
+        completions(l2, WARM_UP)
+        return alternating(direct, l2, config.requests)
+    except BadResponse as error:
+        raise Failed(f"a bad answer from the gateway without L1: {error}") from None
+    finally:
+        server.terminate()
 
 
 def sequential_without_audit(config, env, processes, seeded, authorization, json_headers, brand) -> Samples:

@@ -9,7 +9,8 @@ Run with DJANGO_SETTINGS_MODULE=gateway_project.settings, after ``manage.py migr
 upstream and the ``bench-model`` alias, through the same services the management API uses, and
 prints the organization's id and the API key's secret as one JSON line. A second key carries a
 budget and rate limits (too large to refuse anything, so every request is checked and charged):
-the case that measures what admission adds.
+the case that measures what admission adds. A third carries ten policies (scoped to it): the case
+that measures what the policies add.
 """
 
 import argparse
@@ -29,6 +30,7 @@ def create(upstream: str) -> dict[str, str]:
     from apps.keys.services import api_key_create
     from apps.limits.services import limits_set
     from apps.organizations.models import Organization
+    from apps.policies.services import policy_create
     from apps.providers.services import provider_key_create
 
     # A fresh organization each run: on a shared database (DATABASE_URL) nothing clashes.
@@ -54,12 +56,37 @@ def create(upstream: str) -> dict[str, str]:
         budget={"amount_usd": Decimal("99999999"), "period": "monthly"},
         rate_limits={"rpm": 1_000_000_000, "tpm": 1_000_000_000},
     )
+    policed, policed_secret = api_key_create(organization=organization, name="bench with policies")
+    for policy in ten_policies():
+        policy_create(organization=organization, scope_api_keys=[str(policed.id)], **policy)
     return {
         "organization_id": str(organization.id),
         "api_key": secret,
         "limited_api_key": limited_secret,
+        "policed_api_key": policed_secret,
         "model": ALIAS,
     }
+
+
+def ten_policies() -> list[dict]:
+    """What an organization might run: redaction of every detector, a few custom patterns and
+    denied terms, flags, a size limit; none of them blocks the benchmark's prompt."""
+    return [
+        {"name": "personal data", "action": "redact", "detectors": ["email", "phone", "us_ssn"]},
+        {"name": "payment data", "action": "redact", "detectors": ["payment_card", "iban"]},
+        {"name": "credentials", "action": "redact", "detectors": ["secret"], "apply_to_response": True},
+        {"name": "addresses", "action": "flag", "detectors": ["ip_address"]},
+        {
+            "name": "internal ids",
+            "action": "redact",
+            "patterns": [r"\bEMP-\d{6}\b", r"\bTICKET-[A-Z]{3}-\d+\b"],
+        },
+        {"name": "code names", "action": "block", "terms": ["project falcon", "operation nightjar"]},
+        {"name": "competitors", "action": "flag", "terms": ["acme corp", "globex", "initech"]},
+        {"name": "size", "action": "block", "max_prompt_chars": 100_000},
+        {"name": "no old models", "action": "block", "denied_models": ["gpt-3.5-turbo"]},
+        {"name": "hostnames", "action": "flag", "patterns": [r"\b[a-z0-9-]+\.internal\.example\b"]},
+    ]
 
 
 def delete(organization_id: str) -> None:

@@ -23,6 +23,8 @@ class Target:
     body: bytes
     headers: dict[str, str]
     required_header: str | None = None  # e.g. x-gateway-request-id on every gateway answer
+    # A header every answer must carry with this value, e.g. ("x-gateway-cache", "l1").
+    required_value: tuple[str, str] | None = None
 
 
 @dataclass
@@ -41,6 +43,10 @@ def _check(target: Target, response: http.client.HTTPResponse, payload: bytes, *
         raise BadResponse(f"{target.name}: HTTP {response.status}: {payload[:300]!r}")
     if target.required_header and not response.getheader(target.required_header):
         raise BadResponse(f"{target.name}: the answer has no {target.required_header} header")
+    if target.required_value is not None:
+        name, value = target.required_value
+        if response.getheader(name) != value:
+            raise BadResponse(f"{target.name}: {name} is {response.getheader(name)!r}, not {value!r}")
     if stream and not payload.rstrip().endswith(b"data: [DONE]"):
         raise BadResponse(f"{target.name}: the stream did not end with data: [DONE]: {payload[-300:]!r}")
 

@@ -8,15 +8,19 @@ there. The name keeps it apart from the request record's hand-off (``apps.audit.
 """
 
 import json
+import logging
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
+from django.db import transaction
 
 from apps.outbox.outbox import outbox
 
 from .models import EventType
+
+logger = logging.getLogger(__name__)
 
 KIND = "event"
 PAYLOAD_VERSION = 1
@@ -47,6 +51,20 @@ def raise_event(organization_id: Any, event_type: str, data: dict[str, Any] | No
     }
     outbox().put(KIND, payload)
     return event_id
+
+
+def raise_event_on_commit(organization_id: Any, event_type: str, data: dict[str, Any] | None = None) -> None:
+    """For services: the event is raised once the surrounding transaction commits (at once outside
+    one), so a change rolled back announces nothing. A spool that cannot be written then is logged:
+    the change itself has been made and stays."""
+
+    def publish() -> None:
+        try:
+            raise_event(organization_id, event_type, data)
+        except OSError:
+            logger.exception("Could not raise the %s event", event_type)
+
+    transaction.on_commit(publish)
 
 
 def rfc3339(moment: datetime) -> str:

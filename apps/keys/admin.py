@@ -74,10 +74,23 @@ class ApiKeyAdmin(admin.ModelAdmin):
         return False
 
     def save_model(self, request, obj, form, change) -> None:
-        if not change:
-            obj.created_by = request.user
-            obj._shown_once_secret = services.api_key_issue_secret(api_key=obj)
-        super().save_model(request, obj, form, change)
+        if change:  # every field is read-only once the key exists; revoking is an action
+            super().save_model(request, obj, form, change)
+            return
+        # Created by the service the API uses (its event, its limits), then the admin's unsaved
+        # object becomes that key, for the page that shows the secret and the admin's history.
+        created, secret = services.api_key_create(
+            organization=obj.organization,
+            name=obj.name,
+            permissions=obj.permissions,
+            team=obj.team,
+            expires_at=obj.expires_at,
+            created_by=request.user,
+        )
+        for field in created._meta.concrete_fields:
+            setattr(obj, field.attname, getattr(created, field.attname))
+        obj._state.adding, obj._state.db = False, created._state.db
+        obj._shown_once_secret = secret
 
     def response_add(self, request, obj, post_url_continue=None):
         # Rendered directly, not through a redirect and the messages framework, so the secret is

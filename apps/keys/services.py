@@ -8,6 +8,8 @@ from django.utils import timezone
 from apps.accounts.models import User
 from apps.core.errors import InvalidRequest
 from apps.core.generations import bump_generation
+from apps.events.models import EventType
+from apps.events.publish import raise_event_on_commit
 from apps.limits.services import UNSET, limits_set
 from apps.organizations.models import Organization
 from apps.teams.models import Team
@@ -50,7 +52,18 @@ def api_key_create(
     with transaction.atomic():
         api_key.save()
         limits_set(organization=organization, api_key=api_key, budget=budget, rate_limits=rate_limits)
+        raise_event_on_commit(organization.id, EventType.API_KEY_CREATED, _event_data(api_key))
     return api_key, secret
+
+
+def _event_data(api_key: ApiKey) -> dict:
+    """What the api_key.* events say of a key: never its secret or digest."""
+    return {
+        "api_key_id": str(api_key.id),
+        "name": api_key.name,
+        "key_prefix": api_key.key_prefix,
+        "team_id": str(api_key.team_id) if api_key.team_id else None,
+    }
 
 
 # What a key's owner may change; its secret, organization, team and permissions stay what they were.
@@ -102,6 +115,7 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
     api_key.save(update_fields=["is_active", "revoked_at"])
     key_id = str(api_key.id)
     transaction.on_commit(lambda: revocation.announce_revoked(key_id))
+    raise_event_on_commit(api_key.organization_id, EventType.API_KEY_REVOKED, _event_data(api_key))
     return api_key
 
 

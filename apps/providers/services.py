@@ -5,6 +5,8 @@ from django.utils import timezone
 
 from apps.core.errors import InvalidRequest
 from apps.core.generations import bump_generation
+from apps.events.models import EventType
+from apps.events.publish import raise_event_on_commit
 from apps.organizations.models import Organization
 
 from .models import ProviderKey
@@ -61,6 +63,11 @@ def provider_key_rotate(*, provider_key: ProviderKey, secret: str) -> ProviderKe
     locked.rotated_at = timezone.now()
     locked.save(update_fields=["secret_encrypted", "key_hint", "rotated_at", "updated_at"])
     bump_generation(locked.organization_id)
+    raise_event_on_commit(
+        locked.organization_id,
+        EventType.PROVIDER_KEY_ROTATED,
+        {"provider_key_id": str(locked.id), "provider": locked.provider},
+    )
     return locked
 
 

@@ -20,6 +20,7 @@ from django.utils import timezone
 from apps.audit.records import RequestRecord, emit
 from apps.core.brand import header_names
 from apps.core.errors import GatewayError, MethodNotAllowed, NotFound
+from apps.events.publish import EventType, raise_event
 
 from . import admission, endpoints, pipeline
 from .auth import authenticate, require_permission
@@ -192,6 +193,39 @@ def hand_over(request: ProxyRequest) -> None:
     record = request.record
     record.latency_ms = round((time.perf_counter() - request.started) * 1000, 2)
     emit(record)
+    if len(record.attempts) > 1:
+        announce_failover(record)
+
+
+def announce_failover(record: RequestRecord) -> None:
+    """``provider.failover``: the request left its first upstream for another (one event per request:
+    from the first attempt, which failed, to the last, which answered or was the last tried)."""
+    first, last = record.attempts[0], record.attempts[-1]
+    try:
+        raise_event(
+            record.organization_id,
+            EventType.PROVIDER_FAILOVER,
+            {
+                "request_id": record.request_id,
+                "model": record.requested_model,
+                "attempts": len(record.attempts),
+                "succeeded": last.outcome == "ok",
+                "from": {
+                    "provider": first.provider,
+                    "provider_key_id": first.provider_key_id,
+                    "model": first.model,
+                    "status": first.status,
+                    "outcome": first.outcome,
+                },
+                "to": {
+                    "provider": last.provider,
+                    "provider_key_id": last.provider_key_id,
+                    "model": last.model,
+                },
+            },
+        )
+    except Exception:  # an event never fails a request
+        logger.exception("Could not raise the provider.failover event (request %s)", record.request_id)
 
 
 async def _pump(send, response: ProxyStream, request: ProxyRequest, keep_body: bool) -> None:

@@ -6,10 +6,11 @@ import openai
 import pytest
 from channels.db import database_sync_to_async
 
+from apps.events.models import Event
 from apps.organizations import services as organization_services
 from apps.proxy.routing import breaker
 from tests.factories import TeamFactory, create_api_key
-from tests.proxy.conftest import FakeClock, add_alias_async, add_provider_key_async, bearer
+from tests.proxy.conftest import FakeClock, add_alias_async, add_provider_key_async, bearer, entries
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -60,6 +61,11 @@ async def test_a_failing_key_fails_over_to_the_next_and_the_attempts_are_recorde
     assert all(a.latency_ms >= 0 for a in record.attempts)
     assert record.provider_key_id == str(second.id)
     assert record.status == 200
+    await entries()  # the outbox flushed: the event travelled with the record
+    [event] = [event async for event in Event.objects.filter(type="provider.failover")]
+    assert event.data["request_id"] == raw.headers["x-gateway-request-id"]
+    assert (event.data["from"]["provider_key_id"], event.data["from"]["status"]) == (str(first.id), 500)
+    assert (event.data["to"]["provider_key_id"], event.data["succeeded"]) == (str(second.id), True)
 
 
 @pytest.mark.parametrize(

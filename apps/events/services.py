@@ -4,6 +4,10 @@ The handler is idempotent (a batch may be written twice after a crash or a repla
 the primary key and a second insert is ignored), skips events of organizations deleted meanwhile,
 and puts every value in its column's terms, so that no payload can make the insert fail and fall
 out to the dead-letter file.
+
+The new events start their webhook deliveries in the same transaction (``deliveries_start``: pending
+rows, their tasks enqueued on commit), so an event is never written without them, and an event
+written twice starts them once.
 """
 
 import json
@@ -11,9 +15,12 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from django.db import transaction
+
 from apps.audit.entry_values import json_value, text, uuid_text
 from apps.organizations.models import Organization
 from apps.outbox.outbox import register
+from apps.webhooks.services import deliveries_start
 
 from .models import Event
 from .publish import KIND
@@ -30,6 +37,7 @@ def connect() -> None:
     register(KIND, events_write)
 
 
+@transaction.atomic
 def events_write(payloads: list[dict[str, Any]]) -> None:
     events = [event for event in map(_event, payloads) if event is not None]
     if not events:
@@ -45,7 +53,13 @@ def events_write(payloads: list[dict[str, Any]]) -> None:
     kept = [event for event in events if event.organization_id in existing]
     if len(kept) < len(events):
         logger.info("Events: %d event(s) of deleted organizations skipped", len(events) - len(kept))
+    already = {
+        str(pk)
+        for pk in Event.objects.filter(id__in=[event.id for event in kept]).values_list("id", flat=True)
+    }
     Event.objects.bulk_create(kept, ignore_conflicts=True)
+    new = {str(event.id): event for event in kept if str(event.id) not in already}  # a batch may repeat one
+    deliveries_start(new.values())
 
 
 def _event(payload: Any) -> Event | None:

@@ -1,0 +1,18 @@
+from celery import shared_task
+
+from . import services
+
+
+# Timeouts bound one attempt (apps/webhooks/transport.py); the time limit is the last resort for a
+# receiver that trickles its answer a byte at a time.
+@shared_task(ignore_result=True, soft_time_limit=60, time_limit=90)
+def deliver(delivery_id: str) -> None:
+    """Sends one delivery attempt (enqueued when its row is committed, and by ``deliveries_due``)."""
+    services.delivery_send(delivery_id=delivery_id)
+
+
+@shared_task(ignore_result=True)
+def deliveries_due() -> int:
+    """Periodic (CELERY_BEAT_SCHEDULE, every 5 minutes): automatic retries whose time has come, and
+    attempts whose task never reached the broker."""
+    return services.deliveries_due()

@@ -1,0 +1,125 @@
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from apps.core.api.fields import StrictBooleanField, StrictCharField
+from apps.events.models import EventType
+from apps.webhooks.addresses import URL_LENGTH
+from apps.webhooks.models import ALL_EVENTS, DeliveryStatus, Webhook, WebhookDelivery
+from apps.webhooks.services import DESCRIPTION_LENGTH
+
+EVENT_KINDS = [ALL_EVENTS, *EventType.values]
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "format": "uri",
+        "pattern": "^https://",
+        "minLength": 9,
+        "maxLength": URL_LENGTH,
+        "description": "An https:// URL with a host and no credentials or fragment. A host that does not "
+        "resolve, or resolves to a refused address (link-local and metadata always, private and loopback "
+        "unless GATEWAY_ALLOW_PRIVATE_WEBHOOKS), is a 400 webhook_address_refused.",
+    }
+)
+class WebhookUrlField(StrictCharField):
+    def __init__(self, **kwargs):
+        kwargs.setdefault("max_length", URL_LENGTH)
+        kwargs.setdefault("trim_whitespace", False)  # " https://..." is not a URL, and not quietly one
+        super().__init__(**kwargs)
+
+
+def events_field(**kwargs) -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.ChoiceField(choices=EVENT_KINDS),
+        allow_empty=False,
+        max_length=50,
+        help_text='Event kinds to receive; ["*"] for every kind.',
+        **kwargs,
+    )
+
+
+class WebhookSerializer(serializers.ModelSerializer):
+    """A webhook as the API shows it: never its secret."""
+
+    events = serializers.ListField(child=serializers.ChoiceField(choices=EVENT_KINDS), read_only=True)
+    previous_secret_expires_at = serializers.DateTimeField(
+        read_only=True, allow_null=True, help_text="After a roll, the previous secret also signs until then."
+    )
+
+    class Meta:
+        model = Webhook
+        fields = (
+            "id",
+            "url",
+            "events",
+            "description",
+            "is_active",
+            "previous_secret_expires_at",
+            "created_at",
+            "updated_at",
+        )
+        read_only_fields = fields
+
+
+class WebhookWithSecretSerializer(WebhookSerializer):
+    """At creation and after a roll only: the secret, which is never shown again."""
+
+    secret = serializers.CharField(
+        read_only=True, help_text="whsec_...: shown once; it signs every delivery."
+    )
+
+    class Meta(WebhookSerializer.Meta):
+        fields = (*WebhookSerializer.Meta.fields, "secret")
+        read_only_fields = fields
+
+
+class WebhookCreateSerializer(serializers.Serializer):
+    url = WebhookUrlField()
+    events = events_field(required=False)
+    description = StrictCharField(max_length=DESCRIPTION_LENGTH, required=False, allow_blank=True)
+    is_active = StrictBooleanField(required=False)
+
+
+class WebhookUpdateSerializer(serializers.Serializer):
+    """A PATCH: only the fields it names change. The secret changes through roll-secret."""
+
+    url = WebhookUrlField(required=False)
+    events = events_field(required=False)
+    description = StrictCharField(max_length=DESCRIPTION_LENGTH, required=False, allow_blank=True)
+    is_active = StrictBooleanField(required=False)
+
+
+class DeliverySerializer(serializers.ModelSerializer):
+    webhook_id = serializers.UUIDField(read_only=True)
+    event_id = serializers.UUIDField(read_only=True)
+    event_type = serializers.ChoiceField(choices=EventType.values, read_only=True)
+    status = serializers.ChoiceField(choices=DeliveryStatus.choices, read_only=True)
+    next_attempt_at = serializers.DateTimeField(
+        read_only=True,
+        allow_null=True,
+        help_text="When the next automatic attempt is due; null when none is.",
+    )
+
+    class Meta:
+        model = WebhookDelivery
+        fields = (
+            "id",
+            "webhook_id",
+            "event_id",
+            "event_type",
+            "attempt",
+            "status",
+            "response_status",
+            "duration_ms",
+            "error",
+            "created_at",
+            "next_attempt_at",
+        )
+        read_only_fields = fields
+
+
+class DeliveryQuerySerializer(serializers.Serializer):
+    webhook = serializers.UUIDField(required=False, source="webhook_id", help_text="A webhook's id.")
+    status = serializers.ChoiceField(choices=DeliveryStatus.choices, required=False)
+    event_type = serializers.ChoiceField(choices=EventType.values, required=False)

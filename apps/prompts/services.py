@@ -1,0 +1,505 @@
+"""Writes of prompt templates, versions and labels. Every value is checked here (the API and the
+admin both write through these), so that nothing reaches the proxy that cannot compile; every write
+bumps the organization's configuration generation, so each proxy worker reloads its templates (a
+label move reaches every process on its next request)."""
+
+import json
+import math
+import re
+import uuid
+
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+
+from apps.core.errors import Conflict, InvalidRequest
+from apps.core.generations import bump_generation
+from apps.organizations.models import Organization
+
+from .catalog import LATEST
+from .models import PromptLabel, PromptLabelMove, PromptTemplate, PromptVersion
+from .rendering import NAME, TemplateSyntaxError, compile_text, value_text
+
+SLUG_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}")
+SLUG_LENGTH = 100
+NAME_LENGTH = 200
+DESCRIPTION_LENGTH = 5000
+NOTE_LENGTH = 500
+# Labels start with a letter: a version given as a string of digits ("2", as OpenAI's SDK sends
+# it) is a number, never a label.
+LABEL_PATTERN = re.compile(r"[a-z][a-z0-9_-]{0,63}")
+ROLES = ("system", "developer", "user", "assistant")
+MESSAGES_LIMIT = 100
+CONTENT_LENGTH = 100_000
+VARIABLES_LIMIT = 100
+VARIABLE_NAME_LENGTH = 64
+VALUE_LENGTH = 100_000
+TOOLS_LIMIT = 128
+MODEL_LENGTH = 200
+# The request parameters a version may bring, and what each must be (the client's values win).
+DEFAULT_PARAMETERS = (
+    "model",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "max_completion_tokens",
+    "frequency_penalty",
+    "presence_penalty",
+    "stop",
+    "seed",
+    "response_format",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "reasoning_effort",
+)
+_JSON_LENGTH = 200_000
+_VERSION_ATTEMPTS = 5
+
+
+# --- Templates -------------------------------------------------------------------------------------
+
+
+def template_create(
+    *, organization: Organization, slug: str, name: str, description: str = ""
+) -> PromptTemplate:
+    template = PromptTemplate(organization=organization)
+    _apply_template(template, {"slug": slug, "name": name, "description": description})
+    return _save_template(template, create=True)
+
+
+def template_update(*, template: PromptTemplate, **changes) -> PromptTemplate:
+    """``changes``: any of ``slug``, ``name``, ``description``. A new slug is what clients must send
+    from then on (the id keeps working)."""
+    unknown = set(changes) - {"slug", "name", "description"}
+    if unknown:
+        raise TypeError(f"unknown template fields: {', '.join(sorted(unknown))}")
+    _apply_template(template, changes)
+    return _save_template(template, create=False)
+
+
+def template_delete(*, template: PromptTemplate) -> None:
+    """Deletes the template with its versions, labels and label history."""
+    organization_id = template.organization_id
+    with transaction.atomic():
+        template.delete()
+        bump_generation(organization_id)
+
+
+def _apply_template(template: PromptTemplate, values: dict) -> None:
+    errors: dict[str, list[str]] = {}
+    checks = {
+        "slug": _slug,
+        "name": lambda value: _text(value, NAME_LENGTH),
+        "description": lambda value: _text(value, DESCRIPTION_LENGTH, blank=True),
+    }
+    checked = {}
+    for field, value in values.items():
+        try:
+            checked[field] = checks[field](value)
+        except ValueError as error:
+            errors[field] = [str(error)]
+    if errors:
+        raise _invalid(errors)
+    for field, value in checked.items():
+        setattr(template, field, value)
+
+
+def _save_template(template: PromptTemplate, *, create: bool) -> PromptTemplate:
+    taken = PromptTemplate.objects.filter(organization_id=template.organization_id, slug=template.slug)
+    if not create:
+        taken = taken.exclude(pk=template.pk)
+    if taken.exists():
+        raise _slug_taken(template.slug)
+    try:
+        with transaction.atomic():
+            template.save()
+            bump_generation(template.organization_id)
+    except IntegrityError as error:  # a concurrent request took the slug between the check and the insert
+        raise _slug_taken(template.slug) from error
+    return template
+
+
+def _slug_taken(slug: str) -> Conflict:
+    return Conflict(f"A prompt template with the slug '{slug}' exists already.", code="prompt_slug_taken")
+
+
+def _slug(value) -> str:
+    if not isinstance(value, str) or not SLUG_PATTERN.fullmatch(value):
+        raise ValueError(
+            "Lowercase letters, digits, '-' and '_', starting with a letter or digit, at most "
+            f"{SLUG_LENGTH} characters."
+        )
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return value
+    raise ValueError("May not be a UUID: templates are named by their id or their slug.")
+
+
+def _text(value, limit: int, *, blank: bool = False) -> str:
+    if not isinstance(value, str) or "\x00" in value:
+        raise ValueError("Must be a string without NUL.")
+    value = value.strip()
+    if not value and not blank:
+        raise ValueError("May not be blank.")
+    if len(value) > limit:
+        raise ValueError(f"At most {limit} characters.")
+    return value
+
+
+# --- Versions --------------------------------------------------------------------------------------
+
+
+def version_create(
+    *,
+    template: PromptTemplate,
+    messages,
+    variables=(),
+    defaults=None,
+    note: str = "",
+    created_by=None,
+) -> PromptVersion:
+    """The template's next version (numbered from 1). Refused (400 ``validation_error``, the field
+    and the position named) if a content is not a valid template, if the variables the messages use
+    and the declared ones differ, or if a default is not one of ``DEFAULT_PARAMETERS`` of its type.
+    Versions are never updated."""
+    checked = check_version(messages=messages, variables=variables, defaults=defaults, note=note)
+    for attempt in range(_VERSION_ATTEMPTS):
+        try:
+            with transaction.atomic():
+                # Locks the template's row (PostgreSQL): concurrent versions of one template queue
+                # here, so each reads the number the previous one wrote. The unique constraint
+                # (and the retry) covers databases without row locks.
+                PromptTemplate.objects.select_for_update().filter(pk=template.pk).exists()
+                newest = template.versions.aggregate(newest=Max("number"))["newest"] or 0
+                version = PromptVersion.objects.create(
+                    template=template, number=newest + 1, created_by=created_by, **checked
+                )
+                bump_generation(template.organization_id)
+                return version
+        except IntegrityError:
+            if attempt == _VERSION_ATTEMPTS - 1:
+                raise Conflict(
+                    "Other versions of this template were being created at the same time; try again.",
+                    code="prompt_version_conflict",
+                ) from None
+    raise AssertionError("unreachable")
+
+
+def check_version(*, messages, variables=(), defaults=None, note: str = "") -> dict:
+    """The version's values as they are stored, or ``InvalidRequest`` naming every field at fault."""
+    errors: dict[str, list[str]] = {}
+    checked_messages, used = _messages(messages, errors)
+    checked_variables = _variables(variables, errors)
+    checked_defaults = _defaults({} if defaults is None else defaults, errors)
+    try:
+        checked_note = _text(note, NOTE_LENGTH, blank=True)
+    except ValueError as error:
+        errors["note"] = [str(error)]
+    if not errors:
+        declared = {variable["name"] for variable in checked_variables}
+        undeclared = sorted(used - declared)
+        unused = sorted(declared - used)
+        if undeclared:
+            errors.setdefault("variables", []).append(
+                f"The messages use {_names(undeclared)}, which {_are(undeclared)} not declared."
+            )
+        if unused:
+            errors.setdefault("variables", []).append(
+                f"{_names(unused)} {_are(unused)} declared but not used in the messages."
+            )
+    if errors:
+        raise _invalid(errors)
+    return {
+        "messages": checked_messages,
+        "variables": checked_variables,
+        "defaults": checked_defaults,
+        "note": checked_note,
+    }
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(f"'{name}'" for name in names)
+
+
+def _are(names: list[str]) -> str:
+    return "are" if len(names) > 1 else "is"
+
+
+def _messages(value, errors: dict) -> tuple[list[dict], set[str]]:
+    used: set[str] = set()
+    if not isinstance(value, list | tuple) or not value:
+        errors["messages"] = ['A non-empty list of {"role", "content"} objects.']
+        return [], used
+    if len(value) > MESSAGES_LIMIT:
+        errors["messages"] = [f"At most {MESSAGES_LIMIT} messages."]
+        return [], used
+    checked = []
+    for index, message in enumerate(value):
+        where = f"messages[{index}]"
+        if not isinstance(message, dict) or set(message) != {"role", "content"}:
+            errors[where] = ['Must be an object with exactly "role" and "content".']
+            continue
+        role, content = message["role"], message["content"]
+        if role not in ROLES:
+            errors[f"{where}.role"] = [f"One of {', '.join(ROLES)}."]
+        if not isinstance(content, str) or not content:
+            errors[f"{where}.content"] = ["A non-empty string."]
+            continue
+        if len(content) > CONTENT_LENGTH or "\x00" in content:
+            errors[f"{where}.content"] = [f"At most {CONTENT_LENGTH} characters, and no NUL."]
+            continue
+        try:
+            used |= compile_text(content).variables
+        except TemplateSyntaxError as error:
+            errors[f"{where}.content"] = [str(error)]
+            continue
+        checked.append({"role": role, "content": content})
+    return checked, used
+
+
+def _variables(value, errors: dict) -> list[dict]:
+    if not isinstance(value, list | tuple):
+        errors["variables"] = ['A list of {"name", "default"?} objects.']
+        return []
+    if len(value) > VARIABLES_LIMIT:
+        errors["variables"] = [f"At most {VARIABLES_LIMIT} variables."]
+        return []
+    checked, seen = [], set()
+    for index, variable in enumerate(value):
+        where = f"variables[{index}]"
+        if not isinstance(variable, dict) or "name" not in variable or set(variable) - {"name", "default"}:
+            errors[where] = ['Must be an object with "name" and, optionally, "default".']
+            continue
+        name = variable["name"]
+        if not isinstance(name, str) or len(name) > VARIABLE_NAME_LENGTH or not NAME.fullmatch(name):
+            errors[f"{where}.name"] = [
+                "Letters, digits and '_', not starting with a digit, at most "
+                f"{VARIABLE_NAME_LENGTH} characters."
+            ]
+            continue
+        if name in seen:
+            errors[f"{where}.name"] = [f"'{name}' is declared twice."]
+            continue
+        seen.add(name)
+        item = {"name": name}
+        if "default" in variable:
+            default = variable["default"]
+            try:
+                text = value_text(default)
+            except (TypeError, ValueError):
+                errors[f"{where}.default"] = ["A string, a number or a boolean."]
+                continue
+            if len(text) > VALUE_LENGTH:
+                errors[f"{where}.default"] = [f"At most {VALUE_LENGTH} characters."]
+                continue
+            item["default"] = default
+        checked.append(item)
+    return checked
+
+
+def _defaults(value, errors: dict) -> dict:
+    if not isinstance(value, dict):
+        errors["defaults"] = ["An object of request parameters."]
+        return {}
+    checked = {}
+    for name, parameter in value.items():
+        where = f"defaults.{name}"
+        if name not in _PARAMETER_CHECKS:
+            errors[where] = [
+                f"Not a parameter a version may set; those are: {', '.join(DEFAULT_PARAMETERS)}."
+            ]
+            continue
+        try:
+            checked[name] = _PARAMETER_CHECKS[name](parameter)
+        except ValueError as error:
+            errors[where] = [str(error)]
+    if len(_json_dumps(checked)) > _JSON_LENGTH:
+        errors["defaults"] = [f"At most {_JSON_LENGTH} characters as JSON."]
+    return checked
+
+
+def _json_dumps(value) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _number(low: float, high: float):
+    def check(value):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ValueError(f"A number from {low} to {high}.")
+        if not low <= value <= high:
+            raise ValueError(f"A number from {low} to {high}.")
+        return value
+
+    return check
+
+
+def _whole(low: int, high: int):
+    def check(value):
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ValueError(f"A whole number from {low} to {high}.")
+        return value
+
+    return check
+
+
+def _model(value) -> str:
+    if not isinstance(value, str) or not value or len(value) > MODEL_LENGTH or "\x00" in value:
+        raise ValueError(f"A model name of 1 to {MODEL_LENGTH} characters.")
+    return value
+
+
+def _stop(value):
+    if isinstance(value, str) and value:
+        return value
+    if (
+        isinstance(value, list)
+        and 1 <= len(value) <= 4
+        and all(isinstance(item, str) and item for item in value)
+    ):
+        return value
+    raise ValueError("A non-empty string or a list of 1 to 4 of them.")
+
+
+def _object(value):
+    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+        raise ValueError('An object with a "type" string.')
+    return value
+
+
+def _tools(value):
+    if not isinstance(value, list) or not 1 <= len(value) <= TOOLS_LIMIT:
+        raise ValueError(f"A list of 1 to {TOOLS_LIMIT} tool objects.")
+    for tool in value:
+        _object(tool)
+    return value
+
+
+def _tool_choice(value):
+    if value in ("none", "auto", "required"):
+        return value
+    if isinstance(value, dict):
+        return _object(value)
+    raise ValueError('"none", "auto", "required" or an object naming a tool.')
+
+
+def _boolean(value):
+    if not isinstance(value, bool):
+        raise ValueError("Must be true or false.")
+    return value
+
+
+def _effort(value):
+    if not isinstance(value, str) or not re.fullmatch(r"[a-z]{1,20}", value):
+        raise ValueError("A word such as low, medium or high.")
+    return value
+
+
+_PARAMETER_CHECKS = {
+    "model": _model,
+    "temperature": _number(0, 2),
+    "top_p": _number(0, 1),
+    "max_tokens": _whole(1, 10_000_000),
+    "max_completion_tokens": _whole(1, 10_000_000),
+    "frequency_penalty": _number(-2, 2),
+    "presence_penalty": _number(-2, 2),
+    "stop": _stop,
+    "seed": _whole(-(2**63), 2**63 - 1),
+    "response_format": _object,
+    "tools": _tools,
+    "tool_choice": _tool_choice,
+    "parallel_tool_calls": _boolean,
+    "reasoning_effort": _effort,
+}
+assert tuple(_PARAMETER_CHECKS) == DEFAULT_PARAMETERS
+
+
+# --- Labels ----------------------------------------------------------------------------------------
+
+
+def label_set(*, template: PromptTemplate, name: str, version, user=None) -> PromptLabel:
+    """Points the label ``name`` of ``template`` at ``version`` (a number of the template, or one of
+    its ``PromptVersion``s), creating the label or moving it, and records the move with ``user``.
+    A version of another template is refused like one that does not exist. Setting a label where
+    it already points records nothing and bumps nothing."""
+    _label_name(name)
+    target = _version_of(template, version)
+    with transaction.atomic():
+        label = (
+            PromptLabel.objects.select_for_update()
+            .filter(template=template, name=name)
+            .select_related("version")
+        ).first()
+        if label is not None and label.version_id == target.pk:
+            return label
+        previous = label.version.number if label is not None else None
+        if label is None:
+            try:
+                with transaction.atomic():
+                    label = PromptLabel.objects.create(template=template, name=name, version=target)
+            except IntegrityError as error:  # set by a concurrent request: it won
+                raise Conflict(
+                    f"The label '{name}' was being set at the same time; try again.",
+                    code="prompt_label_conflict",
+                ) from error
+        else:
+            label.version = target
+            label.save(update_fields=["version", "updated_at"])
+        PromptLabelMove.objects.create(
+            template=template, label=name, from_version=previous, to_version=target.number, moved_by=user
+        )
+        bump_generation(template.organization_id)
+    return label
+
+
+def label_delete(*, label: PromptLabel, user=None) -> None:
+    """Removes the label (requests naming it then answer ``prompt_not_found``) and records it."""
+    with transaction.atomic():
+        PromptLabelMove.objects.create(
+            template_id=label.template_id,
+            label=label.name,
+            from_version=label.version.number,
+            to_version=None,
+            moved_by=user,
+        )
+        label.delete()
+        bump_generation(label.template.organization_id)
+
+
+def _label_name(name) -> None:
+    if not isinstance(name, str) or not LABEL_PATTERN.fullmatch(name):
+        raise _invalid(
+            {
+                "label": [
+                    "Lowercase letters, digits, '-' and '_', starting with a letter, at most 64 characters."
+                ]
+            }
+        )
+    if name == LATEST:
+        raise _invalid({"label": ["'latest' always means the newest version; it cannot be set."]})
+
+
+def _version_of(template: PromptTemplate, version) -> PromptVersion:
+    if isinstance(version, PromptVersion):
+        if version.template_id == template.pk:
+            return version
+        number = None
+    elif isinstance(version, int) and not isinstance(version, bool):
+        number = version
+    else:
+        raise _invalid({"version": ["A version number."]})
+    found = template.versions.filter(number=number).first() if number is not None else None
+    if found is None:
+        which = f"version {number}" if number is not None else "such version"
+        raise _invalid({"version": [f"This template has no {which}."]})
+    return found
+
+
+def _invalid(errors: dict[str, list[str]]) -> InvalidRequest:
+    first = next(iter(errors))
+    return InvalidRequest(
+        f"Invalid value for '{first}': {errors[first][0]}",
+        code="validation_error",
+        param=first,
+        fields=errors,
+    )

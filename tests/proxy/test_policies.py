@@ -26,8 +26,10 @@ async def routed(organization, upstream):
 
 
 async def events(organization) -> list[Event]:
+    """The organization's policy events (its key's api_key.created is not this file's)."""
     await entries()  # the outbox flushed: events travel with the audit records
-    return [event async for event in Event.objects.filter(organization=organization).order_by("created_at")]
+    mine = Event.objects.filter(organization=organization, type__startswith="policy.").order_by("created_at")
+    return [event async for event in mine]
 
 
 async def test_a_redacted_prompt_is_what_the_upstream_the_cache_and_the_audit_log_get(

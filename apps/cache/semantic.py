@@ -16,6 +16,7 @@ import logging
 import math
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -123,6 +124,12 @@ def _read_answer(row_id) -> bytes | None:
     return None if row is None else bytes(row["answer"])
 
 
+# The most (organization, model, dimensions) matrices a process holds, the least recently searched
+# dropped first: each can reach GATEWAY_CACHE_L3_CANDIDATES x dimensions float32 (59 MiB at 10,000 x
+# 1,536), so this bounds a process's L3 memory (a dropped one is loaded again when next searched).
+MAX_PARTITIONS = 16
+
+
 class SemanticIndex:
     """One per process. ``search`` and ``add`` run on the event loop; the database work in threads."""
 
@@ -136,7 +143,8 @@ class SemanticIndex:
         self.candidates = candidates or settings.GATEWAY_CACHE_L3_CANDIDATES
         self.refresh_seconds = refresh_seconds or settings.GATEWAY_CACHE_L3_REFRESH_SECONDS
         self._clock = clock
-        self._partitions: dict[tuple[str, str, int], _Partition] = {}
+        self._partitions: OrderedDict[tuple[str, str, int], _Partition] = OrderedDict()
+        self.max_partitions = MAX_PARTITIONS
         self._loading: set[tuple[str, str, int]] = set()
         self._codes: dict[str, int] = {}
         self.pending_writes = 0
@@ -160,13 +168,17 @@ class SemanticIndex:
                 partition = _Partition(dims=key[2], capacity=self.candidates)
                 await self._fill(key, partition)
                 self._partitions[key] = partition
+                while len(self._partitions) > self.max_partitions:
+                    self._partitions.popitem(last=False)
             finally:
                 self._loading.discard(key)
-        elif self._clock() - partition.loaded_at >= self.refresh_seconds and not partition.refreshing:
+            return partition
+        self._partitions.move_to_end(key)
+        if self._clock() - partition.loaded_at >= self.refresh_seconds and not partition.refreshing:
             partition.refreshing = True
             try:
                 if not await self._fill(key, partition):
-                    del self._partitions[key]  # rows it held are gone: a purge elsewhere
+                    self._partitions.pop(key, None)  # rows it held are gone: a purge elsewhere
                     return await self._partition(key)
             finally:
                 partition.refreshing = False

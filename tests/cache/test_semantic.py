@@ -210,6 +210,23 @@ async def test_only_the_most_recent_candidates_are_held(clock, organization):
     assert await index.search(organization.id, MODEL, vectors[2].tolist(), 0.95) is None
 
 
+async def test_a_process_holds_a_bounded_number_of_matrices_the_least_recently_searched_dropped(
+    clock, organization
+):
+    index = SemanticIndex(candidates=10, refresh_seconds=5, clock=clock)
+    index.max_partitions = 2
+    stored = {model: vector() for model in ("m1", "m2", "m3")}
+    for model, item in stored.items():
+        await database_sync_to_async(write_directly)(organization, item, model, model=model)
+
+    for model in ("m1", "m2", "m1", "m3"):  # m2 is the least recently searched when m3 comes
+        assert content_of(await index.search(organization.id, model, stored[model].tolist(), 0.95)) == model
+
+    assert {key[1] for key in index._partitions} == {"m1", "m3"}
+    # A dropped one is loaded again when it is searched.
+    assert content_of(await index.search(organization.id, "m2", stored["m2"].tolist(), 0.95)) == "m2"
+
+
 @pytest.mark.parametrize("bad", [[], [0.0] * 8, [float("nan")] * 8, [[1.0, 2.0]], [1.0] * 20_000])
 async def test_a_vector_that_cannot_be_compared_is_a_miss_and_never_stored(index, organization, bad):
     assert await index.search(organization.id, MODEL, bad, 0.5) is None

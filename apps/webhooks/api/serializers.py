@@ -33,6 +33,7 @@ def events_field(**kwargs) -> serializers.ListField:
     return serializers.ListField(
         child=serializers.ChoiceField(choices=EVENT_KINDS),
         allow_empty=False,
+        min_length=1,  # the schema's minItems
         max_length=50,
         help_text='Event kinds to receive; ["*"] for every kind.',
         **kwargs,
@@ -120,6 +121,10 @@ class DeliverySerializer(serializers.ModelSerializer):
 
 
 class DeliveryQuerySerializer(serializers.Serializer):
+    # DRF reads an empty query value of an optional field as absent (?status= filters nothing); the
+    # schema says so (allowEmptyValue, apps/core/api/schema.py).
+    empty_values_are_absent = True
+
     webhook = serializers.UUIDField(required=False, source="webhook_id", help_text="A webhook's id.")
     status = serializers.ChoiceField(choices=DeliveryStatus.choices, required=False)
     event_type = serializers.ChoiceField(choices=EventType.values, required=False)

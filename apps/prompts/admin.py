@@ -54,6 +54,12 @@ class PromptTemplateAdmin(ServiceAdmin):
             return (*self.readonly_fields, "organization")
         return self.readonly_fields
 
+    def get_deleted_objects(self, objs, request):
+        # Versions and the label history cannot be deleted on their own pages (no delete
+        # permission there), which Django would read as forbidding the template's deletion too.
+        deleted, counts, _perms_needed, protected = super().get_deleted_objects(objs, request)
+        return deleted, counts, set(), protected
+
     def service_create(self, request, form) -> PromptTemplate:
         return services.template_create(
             **{name: form.cleaned_data[name] for name in PromptTemplateForm.Meta.fields}

@@ -109,7 +109,7 @@ class VariableSerializer(ClosedSerializer):
     default = VariableValueField(required=False, help_text="A string, a number or a boolean.")
 
 
-class PromptTemplateSerializer(ClosedSerializer, serializers.ModelSerializer):
+class PromptTemplateSerializer(serializers.ModelSerializer):
     slug = StrictRegexField(
         f"^{services.SLUG_PATTERN.pattern}$",
         max_length=services.SLUG_LENGTH,

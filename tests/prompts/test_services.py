@@ -1,7 +1,10 @@
 """The services' rules that HTTP cannot reach on its own: the generation bump on every write, labels
 bound to their own template's versions, versions that stay what they were."""
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
+from django.db import connection, connections
 from django.db.models import RestrictedError
 
 from apps.core.errors import Conflict, InvalidRequest
@@ -93,3 +96,21 @@ def test_versions_created_one_after_another_take_the_next_numbers(organization):
 
     assert numbers == [1, 2, 3]
     assert sorted(other.versions.values_list("number", flat=True)) == [1, 2]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_versions_created_at_the_same_moment_get_distinct_consecutive_numbers(organization):
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks: PostgreSQL (SQLite serialises writers on its own)")
+    template = make_template(organization, versions=0, label=None)
+
+    def create(_) -> int:
+        try:
+            return services.version_create(template=template, **SUPPORT).number
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        numbers = sorted(pool.map(create, range(12)))
+
+    assert numbers == list(range(1, 13))

@@ -35,7 +35,12 @@ def prompt_snapshots(organization_id) -> PromptCatalog:
             "versions",
             queryset=PromptVersion.objects.only("template_id", "number", "messages", "variables", "defaults"),
         ),
-        Prefetch("labels", queryset=PromptLabel.objects.select_related("version")),
+        Prefetch(
+            "labels",
+            queryset=PromptLabel.objects.select_related("version").only(
+                "template_id", "name", "version__number"
+            ),
+        ),
     )
     by_slug, by_id = {}, {}
     for template in templates:

@@ -42,6 +42,8 @@ INSTALLED_APPS = [
     "apps.limits",
     "apps.policies",
     "apps.cache",
+    "apps.webhooks",
+    "apps.prompts",
     "apps.proxy",
     "apps.outbox",
     "apps.audit",
@@ -151,6 +153,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "apps.cache.tasks.expire_semantic_entries",
         "schedule": timedelta(minutes=10),
     },
+    # Webhook attempts whose time has come: automatic retries, and deliveries whose task never
+    # reached the broker (docs/webhooks.md).
+    "send-due-webhook-deliveries": {
+        "task": "apps.webhooks.tasks.deliveries_due",
+        "schedule": timedelta(minutes=5),
+    },
 }
 
 # --- Auth -----------------------------------------------------------------------------------
@@ -204,6 +212,11 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": r"/api/v1",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Several objects have a ``status`` of their own choices: each enum named after its object.
+    "ENUM_NAME_OVERRIDES": {
+        "ApiKeyStatusEnum": "apps.keys.models.KeyStatus",
+        "WebhookDeliveryStatusEnum": "apps.webhooks.models.DeliveryStatus",
+    },
     # The interactive docs load their assets from the installed package (drf-spectacular-sidecar,
     # served with the other static files), so they work on a machine without internet access.
     "SWAGGER_UI_DIST": "SIDECAR",
@@ -245,6 +258,9 @@ GATEWAY_ENCRYPTION_KEYS = env.list("GATEWAY_ENCRYPTION_KEYS", default=[])
 # Self-hosted models on a private network (and the tests) need private upstream addresses;
 # link-local and cloud metadata addresses are refused whatever this says.
 GATEWAY_ALLOW_PRIVATE_UPSTREAMS = env.bool("GATEWAY_ALLOW_PRIVATE_UPSTREAMS", default=False)
+# Webhook endpoints on private or loopback addresses (development, tests); link-local and metadata
+# addresses are refused whatever this says.
+GATEWAY_ALLOW_PRIVATE_WEBHOOKS = env.bool("GATEWAY_ALLOW_PRIVATE_WEBHOOKS", default=False)
 
 # --- Security -------------------------------------------------------------------------------
 # Behind TLS (directly or at a balancer that sets X-Forwarded-Proto) set GATEWAY_HTTPS=true.

@@ -15,6 +15,8 @@ api_v1 = [
     path("", include("apps.audit.api.urls")),
     path("", include("apps.policies.api.urls")),
     path("", include("apps.cache.api.urls")),
+    path("", include("apps.webhooks.api.urls")),
+    path("", include("apps.prompts.api.urls")),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path(

@@ -5,13 +5,15 @@ the primary key and a second insert is ignored), skips events of organizations d
 and puts every value in its column's terms, so that no payload can make the insert fail and fall
 out to the dead-letter file.
 
-The new events start their webhook deliveries in the same transaction (``deliveries_start``: pending
-rows, their tasks enqueued on commit), so an event is never written without them, and an event
-written twice starts them once.
+The new events are handed, in the same transaction, to the apps that listen for them (``on_written``:
+the webhooks app starts its deliveries there, pending rows whose tasks are enqueued on commit), so an
+event is never written without them, and an event written twice is handed over once. The events app
+imports none of its listeners: they register themselves at start-up.
 """
 
 import json
 import logging
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,7 +22,6 @@ from django.db import transaction
 from apps.audit.entry_values import json_value, text, uuid_text
 from apps.organizations.models import Organization
 from apps.outbox.outbox import register
-from apps.webhooks.services import deliveries_start
 
 from .models import Event
 from .publish import KIND
@@ -30,6 +31,15 @@ logger = logging.getLogger(__name__)
 _TYPE_LENGTH = Event._meta.get_field("type").max_length
 # An event's data is a few fields; this bounds what one buggy producer can make a row hold.
 DATA_LIMIT_BYTES = 64 * 1024
+
+
+_listeners: list[Callable[[Iterable[Event]], None]] = []
+
+
+def on_written(listener: Callable[[Iterable[Event]], None]) -> None:
+    """``listener(new_events)`` runs inside the transaction that writes them (at start-up, once)."""
+    if listener not in _listeners:
+        _listeners.append(listener)
 
 
 def connect() -> None:
@@ -59,7 +69,8 @@ def events_write(payloads: list[dict[str, Any]]) -> None:
     }
     Event.objects.bulk_create(kept, ignore_conflicts=True)
     new = {str(event.id): event for event in kept if str(event.id) not in already}  # a batch may repeat one
-    deliveries_start(new.values())
+    for listener in _listeners:
+        listener(new.values())
 
 
 def _event(payload: Any) -> Event | None:

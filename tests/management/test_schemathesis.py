@@ -72,6 +72,14 @@ REFERENCES_OR_RANGE_RULES = (
     "POST /api/v1/policies",
     "PATCH /api/v1/policies/{id}",
     "POST /api/v1/policies/dry-run",
+    # A webhook URL's host must resolve to an allowed address.
+    "POST /api/v1/organizations/current/webhooks",
+    "PATCH /api/v1/organizations/current/webhooks/{id}",
+    # A version's tags must compile and its variables agree; a label names an existing version; a
+    # render's variables match the version.
+    "POST /api/v1/prompt-templates/{template_id}/versions",
+    "PUT /api/v1/prompt-templates/{template_id}/labels/{name}",
+    "POST /api/v1/prompt-templates/{id}/render",
 )
 POSITIVE_STATUSES = ["2xx", "3xx", "403", "404", "409", "429", "5xx"]
 CONFIG = SchemathesisConfig.from_dict(

@@ -167,6 +167,10 @@ def entry_values(payload: dict[str, Any]) -> dict[str, Any]:
         team_id=uuid_text(payload.get("team_id")),
         api_key_id=uuid_text(payload.get("api_key_id")),
         provider_key_id=uuid_text(payload.get("provider_key_id")),
+        prompt_template_id=uuid_text(payload.get("prompt_template_id")),
+        prompt_version=None
+        if payload.get("prompt_version") is None
+        else integer(payload["prompt_version"], _INTEGER),
         stream=bool(payload.get("stream")),
         stream_completed=None
         if payload.get("stream_completed") is None

@@ -31,6 +31,12 @@ class AuditEntry(models.Model):
     # status, outcome, latency_ms, error.
     attempts = models.JSONField(default=list)
     cache = models.CharField(max_length=8, default="miss")
+    # The stored prompt a templated request was rendered from (docs/prompts.md): its slug, version
+    # and the label that chose it ("" when a number did).
+    prompt_template_id = models.UUIDField(null=True, blank=True)
+    prompt_template = models.CharField(max_length=100, blank=True)
+    prompt_version = models.PositiveIntegerField(null=True, blank=True)
+    prompt_label = models.CharField(max_length=64, blank=True)
     policy_action = models.CharField(max_length=16, blank=True)
     policy_reason = models.CharField(max_length=500, blank=True)
     policy_decisions = models.JSONField(default=list)

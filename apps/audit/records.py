@@ -60,6 +60,10 @@ class RequestRecord:
     stream: bool = False
     attempts: list[Attempt] = field(default_factory=list)
     cache: str = "bypass"
+    prompt_template_id: str | None = None
+    prompt_template: str | None = None  # its slug
+    prompt_version: int | None = None
+    prompt_label: str | None = None
     policy_action: str | None = None
     policy_reason: str | None = None
     policy_decisions: list[dict] = field(default_factory=list)

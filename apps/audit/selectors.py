@@ -28,7 +28,7 @@ from .rollups import hour_of
 CACHE_TIERS = ("l1", "l2", "l3")
 CACHE_VALUES = (*CACHE_TIERS, "miss", "bypass")
 POLICY_ACTIONS = ("redacted", "blocked", "flagged")
-GROUP_BY = ("hour", "day", "team", "model", "provider", "key")
+GROUP_BY = ("hour", "day", "team", "model", "provider", "key", "prompt")
 
 # What the log list shows; bodies, attempts and policy decisions only on the detail.
 SUMMARY_FIELDS = (
@@ -65,6 +65,7 @@ def entries_matching(
     api_key_id=None,
     model: str | None = None,
     provider: str | None = None,
+    prompt: str | None = None,
     status: tuple[int, int] | None = None,
     policy_action: str | None = None,
     cache: str | None = None,
@@ -86,6 +87,8 @@ def entries_matching(
         conditions &= Q(requested_model=model) | Q(model=model)
     if provider is not None:
         conditions &= Q(provider=provider)
+    if prompt is not None:
+        conditions &= Q(prompt_template=prompt)
     if status is not None:
         conditions &= Q(status__gte=status[0], status__lt=status[1])
     if policy_action is not None:
@@ -135,6 +138,7 @@ _GROUP_EXPRESSIONS = {
     "model": lambda: F("model"),
     "provider": lambda: F("provider"),
     "key": lambda: F("api_key_id"),
+    "prompt": lambda: F("prompt_template"),
 }
 
 _PERCENTILES = {"latency_p50_ms": 0.5, "latency_p95_ms": 0.95}

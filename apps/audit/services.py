@@ -78,6 +78,10 @@ def entry_payload(record: RequestRecord) -> dict[str, Any]:
             for a in record.attempts
         ],
         "cache": record.cache,
+        "prompt_template_id": record.prompt_template_id,
+        "prompt_template": record.prompt_template or "",
+        "prompt_version": record.prompt_version,
+        "prompt_label": record.prompt_label or "",
         "policy_action": record.policy_action or "",
         "policy_reason": record.policy_reason or "",
         "policy_decisions": list(record.policy_decisions),

@@ -29,6 +29,8 @@ from apps.limits.selectors import OrganizationLimits, organization_limits
 from apps.organizations.selectors import organization_snapshot
 from apps.policies.engine import PolicyEngine
 from apps.policies.selectors import active_policy_snapshots
+from apps.prompts.catalog import EMPTY_CATALOG, PromptCatalog
+from apps.prompts.selectors import prompt_snapshots
 from apps.providers.selectors import ProviderKeySnapshot, usable_provider_keys
 from apps.teams.selectors import TeamSnapshot, team_snapshots
 
@@ -55,6 +57,8 @@ class OrganizationConfig:
     cache_epoch: int | None = 0
     # The organization's active policies, compiled once for this generation (policing.py).
     policies: PolicyEngine | None = None
+    # Its prompt templates, every version compiled, labels resolved (templating.py).
+    prompts: PromptCatalog = EMPTY_CATALOG
     # The /v1/models answer, rendered once per generation.
     models_body: bytes = b""
     # alias -> its deployments then its fallbacks' (routing.resolve_model), built on first use.
@@ -100,7 +104,7 @@ def _models_body(aliases: dict[str, AliasSnapshot]) -> bytes:
 
 
 def load_organization_config(organization_id: str, generation: int) -> OrganizationConfig | None:
-    """Reads the organization through its domains' selectors (eight queries, one thread hop) and its
+    """Reads the organization through its domains' selectors (eleven queries, one thread hop) and its
     cache purge epoch (one Redis read)."""
     organization = organization_snapshot(organization_id)
     if organization is None:
@@ -128,6 +132,7 @@ def load_organization_config(organization_id: str, generation: int) -> Organizat
         },
         cache_epoch=cache_epoch(organization_id),
         policies=PolicyEngine.build(active_policy_snapshots(organization_id)),
+        prompts=prompt_snapshots(organization_id),
         models_body=_models_body(aliases),
     )
 

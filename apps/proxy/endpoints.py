@@ -24,11 +24,13 @@ class Endpoint(ABC):
     name: str  # what stages filter on (Stage.endpoints)
     validate: Callable[[dict[str, Any]], None]  # the body's checks (validation.py)
     streams = False  # whether `stream: true` is honoured
+    templated = False  # whether a body may name a stored prompt (templating.py)
     cacheable = True  # an answer the upstream gives is a cache "miss" (else "bypass")
 
     def read(self, request: ProxyRequest) -> dict[str, Any]:
         body = json_object(request)
-        self.validate(body)
+        if not (self.templated and "prompt" in body):  # a templated body is checked once rendered
+            self.validate(body)
         return body
 
     @abstractmethod
@@ -60,6 +62,7 @@ class ChatCompletions(UpstreamEndpoint):
     name = "chat.completions"
     validate = staticmethod(validate_chat)
     streams = True
+    templated = True
 
     async def answer(self, ctx: "ProxyContext") -> Answer:
         if not ctx.stream:

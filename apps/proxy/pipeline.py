@@ -37,19 +37,20 @@ from .config import OrganizationConfig, load_config
 from .errors import StreamInterrupted, error_event
 from .http import ProxyRequest, ProxyResponse, ProxyStream
 from .routing import allowed_regions
+from .templating import rendered_body
 
 if TYPE_CHECKING:
     from .endpoints import Endpoint
 
 
-# The stages' places, outermost first. A slot names where a feature goes, whether or not its stage
-# has landed; a stage is registered at one. Rate limits and budgets are not stages: admission
-# (admission.py) checks them before any stage runs, in the one Redis round trip that also checks the
-# key's revocation, and settles after the response has been sent.
+# The stages' places, outermost first; a stage is registered at one. Rate limits and budgets are
+# not stages: admission (admission.py) checks them before any stage runs, in the one Redis round trip
+# that also checks the key's revocation, and settles after the response has been sent. Nor are
+# prompt templates: a templated body is rendered in ``begin`` (templating.py), before admission,
+# so budgets, policies and the cache all see the body that goes upstream.
 SLOTS = (
     "policies",  # block or redact the request; redact the answer
     "cache",  # answer from the cache (l1, l2, l3); store the answer after it
-    "prompt_template",  # prompt templates and experiment variants rewrite the body
     "cost",  # prices the answer; innermost, so an answer no upstream gave costs nothing
 )
 
@@ -216,6 +217,7 @@ async def admitted(endpoint: "Endpoint", request: ProxyRequest, body: dict[str, 
 
 def begin(endpoint: "Endpoint", request: ProxyRequest, body: dict[str, Any]) -> ProxyContext:
     record = request.record
+    body = rendered_body(endpoint, request, body)
     ctx = ProxyContext(
         request=request,
         record=record,

@@ -43,7 +43,6 @@ def estimate_usage(body: dict[str, Any], output_chars: int) -> Usage:
     return Usage(input_tokens=-(-prompt_chars // 4), output_tokens=-(-output_chars // 4), estimated=True)
 
 
-# Slots without a stage yet: prompt_template.
 register(ApplyPolicies())
 register(ServeFromCache())
 register(SettleCost())

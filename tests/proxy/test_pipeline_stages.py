@@ -125,7 +125,7 @@ async def test_a_stage_answers_a_completion_without_calling_the_upstream(
 ):
     watcher = add_stage(Watcher("policies"))
     add_stage(CannedAnswer())
-    inner = add_stage(Watcher("prompt_template"))
+    inner = add_stage(Watcher("cache"))
 
     response = await proxy.post("/v1/chat/completions", json=CHAT, headers=bearer(gateway_key[1]))
 
@@ -245,7 +245,7 @@ async def test_after_stages_see_the_upstreams_answer_once_it_is_priced(
 
 async def test_a_before_stage_can_change_the_body_the_upstream_gets(proxy, routed, gateway_key, add_stage):
     class Template(pipeline.Stage):
-        slot = "prompt_template"
+        slot = "cache"
 
         async def before(self, ctx):
             ctx.body = {
@@ -334,9 +334,9 @@ def test_a_stage_needs_a_known_slot():
 
 
 def test_stages_run_in_slot_order_whatever_the_order_they_were_registered_in(add_stage):
-    late, early = add_stage(Watcher("prompt_template")), add_stage(Watcher("policies"))
+    late, early = add_stage(Watcher("cache")), add_stage(Watcher("policies"))
 
     slots = [stage.slot for stage in pipeline._stages]
 
-    assert slots.index("policies") < slots.index("prompt_template") < slots.index("cost")
+    assert slots.index("policies") < slots.index("cache") < slots.index("cost")
     assert pipeline._stages.index(early) < pipeline._stages.index(late)

@@ -104,6 +104,7 @@ class AnalyticsQuerySerializer(TimeRangeSerializer):
     api_key = serializers.UUIDField(required=False, source="api_key_id")
     model = QueryTextField(required=False, max_length=200, help_text="Requested alias or model used.")
     provider = QueryTextField(required=False, max_length=32)
+    prompt = QueryTextField(required=False, max_length=100, help_text="A prompt template's slug.")
 
     def to_internal_value(self, data):
         # Query parameters: the last value of each name; an empty one is the same as none.
@@ -157,6 +158,10 @@ class AuditEntrySerializer(serializers.ModelSerializer):
             "stream_completed",
             "client_disconnected",
             "attempts",
+            "prompt_template_id",
+            "prompt_template",
+            "prompt_version",
+            "prompt_label",
             "policy_reason",
             "policy_decisions",
             "cached_input_tokens",

@@ -439,7 +439,23 @@ def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: 
         gateway.required_header,
         required_value=(f"x-{brand}-cache", "l1"),
     )
+    # A stored prompt that renders to the benchmark's own request, alternating with that request.
+    templated = Target(
+        "gateway, templated",
+        gateway_port,
+        json.dumps(
+            {
+                "model": seeded["model"],
+                "messages": [],
+                "prompt": {"id": seeded["template"], "variables": {"what": "hello"}},
+            }
+        ).encode(),
+        gateway.headers,
+        gateway.required_header,
+    )
     try:
+        completions(templated, WARM_UP)
+        without_template, with_template = alternating(gateway, templated, config.requests)
         completions(policed_long, WARM_UP)
         without_policies, with_policies = alternating(plain_long, policed_long, config.requests)
         completions(Target("the first, a miss", gateway_port, l1.body, gateway.headers), 1)
@@ -447,6 +463,10 @@ def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: 
         l1_direct, l1_hits = alternating(direct, l1, config.requests)
     except BadResponse as error:
         raise Failed(f"a bad answer during the policies or cache runs: {error}") from None
+    say(
+        f"a templated request: p50 {with_template.percentile(50):.2f} ms against "
+        f"{without_template.percentile(50):.2f} ms for the same request written out"
+    )
     say(
         f"ten policies on a 4,000-token prompt: p50 {with_policies.percentile(50):.2f} ms against "
         f"{without_policies.percentile(50):.2f} ms without; an L1 hit: p50 {l1_hits.percentile(50):.2f} ms "
@@ -524,6 +544,8 @@ def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: 
         sequential_gateway_without_audit=audit_off,
         sequential_without_limits=without_limits,
         sequential_with_limits=with_limits,
+        sequential_without_template=without_template,
+        sequential_with_template=with_template,
         sequential_without_policies=without_policies,
         sequential_with_policies=with_policies,
         l1_direct=l1_direct,

@@ -10,7 +10,8 @@ upstream and the ``bench-model`` alias, through the same services the management
 prints the organization's id and the API key's secret as one JSON line. A second key carries a
 budget and rate limits (too large to refuse anything, so every request is checked and charged):
 the case that measures what admission adds. A third carries ten policies (scoped to it): the case
-that measures what the policies add.
+that measures what the policies add. A prompt template renders to the benchmark's request: the
+case that measures what rendering adds.
 """
 
 import argparse
@@ -22,6 +23,8 @@ from decimal import Decimal
 import django
 
 ALIAS = "bench-model"
+# Renders to the benchmark's own request: the templated case differs from the plain one by the rendering.
+TEMPLATE = "bench-hello"
 UPSTREAM_MODEL = "gpt-4o-mini"
 
 
@@ -31,6 +34,7 @@ def create(upstream: str) -> dict[str, str]:
     from apps.limits.services import limits_set
     from apps.organizations.models import Organization
     from apps.policies.services import policy_create
+    from apps.prompts.services import label_set, template_create, version_create
     from apps.providers.services import provider_key_create
 
     # A fresh organization each run: on a shared database (DATABASE_URL) nothing clashes.
@@ -59,12 +63,21 @@ def create(upstream: str) -> dict[str, str]:
     policed, policed_secret = api_key_create(organization=organization, name="bench with policies")
     for policy in ten_policies():
         policy_create(organization=organization, scope_api_keys=[str(policed.id)], **policy)
+    template = template_create(organization=organization, slug=TEMPLATE, name="Bench")
+    version_create(
+        template=template,
+        messages=[{"role": "user", "content": "Say {{what}} in a few words."}],
+        variables=[{"name": "what"}],
+        defaults={"max_tokens": 16},
+    )
+    label_set(template=template, name="production", version=1)
     return {
         "organization_id": str(organization.id),
         "api_key": secret,
         "limited_api_key": limited_secret,
         "policed_api_key": policed_secret,
         "model": ALIAS,
+        "template": TEMPLATE,
     }
 
 

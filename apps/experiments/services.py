@@ -1,0 +1,551 @@
+"""Writes of experiments and feedback (docs/experiments.md). Every value is checked here (the API
+and the admin both write through these). A write that changes what the proxy serves (start, pause,
+resume, complete, promote) bumps the organization's configuration generation; a draft's create,
+update and delete serve nothing and bump nothing."""
+
+import math
+import re
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from apps.catalog import services as catalog_services
+from apps.catalog.models import ModelAlias
+from apps.core.errors import Conflict, InvalidRequest
+from apps.core.generations import bump_generation
+from apps.events.models import EventType
+from apps.events.publish import raise_event_on_commit
+from apps.organizations.models import Organization
+from apps.prompts import services as prompt_services
+from apps.prompts.catalog import DEFAULT_LABEL
+
+from .models import Experiment, ExperimentStatus, Feedback, Variant
+from .selectors import template_by_reference
+
+NAME_LENGTH = 200
+VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+VARIANTS_MIN, VARIANTS_MAX = 2, 20
+WEIGHT_MAX = 1_000_000
+LABEL_LENGTH = 100
+COMMENT_LENGTH = 5_000
+SCORE_LIMIT = 1e9
+
+
+def _number(low: float, high: float):
+    def check(value):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ValueError(f"A number from {low} to {high}.")
+        if not low <= value <= high:
+            raise ValueError(f"A number from {low} to {high}.")
+        return value
+
+    return check
+
+
+def _whole(low: int, high: int):
+    def check(value):
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ValueError(f"A whole number from {low} to {high}.")
+        return value
+
+    return check
+
+
+def _effort(value):
+    if not isinstance(value, str) or not re.fullmatch(r"[a-z]{1,20}", value):
+        raise ValueError("A word such as low, medium or high.")
+    return value
+
+
+# The request parameters a variant may set (they replace the client's), and what each must be.
+PARAMETER_CHECKS = {
+    "temperature": _number(0, 2),
+    "top_p": _number(0, 1),
+    "max_tokens": _whole(1, 10_000_000),
+    "max_completion_tokens": _whole(1, 10_000_000),
+    "frequency_penalty": _number(-2, 2),
+    "presence_penalty": _number(-2, 2),
+    "seed": _whole(-(2**63), 2**63 - 1),
+    "reasoning_effort": _effort,
+}
+PARAMETERS = tuple(PARAMETER_CHECKS)
+
+
+# --- Experiments -----------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def experiment_create(*, organization: Organization, name: str, target: dict, variants: list) -> Experiment:
+    """A draft. ``target``: ``{"model": "<alias>"}`` or ``{"prompt": "<slug or id>"}``; ``variants``:
+    ``[{"name", "weight", "model"?, "prompt_version"?, "parameters"?}]``, the control first. Refused
+    (400 ``validation_error``) for a bad name, target, weight or variant, a model the organization
+    does not have, a version the template does not have."""
+    experiment = Experiment(organization=organization, status=ExperimentStatus.DRAFT)
+    errors: dict[str, list[str]] = {}
+    experiment.name = _field(errors, "name", _name, name)
+    _set_target(experiment, target, errors)
+    checked = _variants(experiment, variants, errors)
+    if errors:
+        raise _invalid(errors)
+    experiment.save()
+    _replace_variants(experiment, checked)
+    return experiment
+
+
+@transaction.atomic
+def experiment_update(*, experiment: Experiment, **changes) -> Experiment:
+    """``changes``: any of ``name``, ``target``, ``variants`` (replaces them all). Drafts only (409)."""
+    unknown = set(changes) - {"name", "target", "variants"}
+    if unknown:
+        raise TypeError(f"unknown experiment fields: {', '.join(sorted(unknown))}")
+    experiment = _locked(experiment)
+    _require(experiment, ExperimentStatus.DRAFT, "changed")
+    errors: dict[str, list[str]] = {}
+    if "name" in changes:
+        experiment.name = _field(errors, "name", _name, changes["name"])
+    if "target" in changes:
+        _set_target(experiment, changes["target"], errors)
+    if "variants" in changes or "target" in changes:
+        given = changes.get("variants")
+        if given is None:
+            given = [variant_values(variant) for variant in experiment.variants.all()]
+        checked = _variants(experiment, given, errors)
+    else:
+        checked = None
+    if errors:
+        raise _invalid(errors)
+    experiment.save()
+    if checked is not None:
+        _replace_variants(experiment, checked)
+    return experiment
+
+
+def experiment_delete(*, experiment: Experiment) -> None:
+    """Drafts only (409): a started experiment's results and history stay."""
+    with transaction.atomic():
+        experiment = _locked(experiment)
+        _require(experiment, ExperimentStatus.DRAFT, "deleted")
+        experiment.delete()
+
+
+@transaction.atomic
+def experiment_start(*, experiment: Experiment) -> Experiment:
+    """draft -> running. The variants are checked again against the catalog and the template as they
+    are now; 409 ``experiment_target_busy`` when another experiment runs on the same target."""
+    experiment = _locked(experiment)
+    _require(experiment, ExperimentStatus.DRAFT, "started")
+    errors: dict[str, list[str]] = {}
+    _check_target_exists(experiment, errors)
+    _variants(experiment, [variant_values(v) for v in experiment.variants.all()], errors)
+    if errors:
+        raise _invalid(errors)
+    experiment.started_at = timezone.now()
+    _run(experiment)
+    raise_event_on_commit(experiment.organization_id, EventType.EXPERIMENT_STARTED, _event_data(experiment))
+    return experiment
+
+
+@transaction.atomic
+def experiment_pause(*, experiment: Experiment) -> Experiment:
+    """running -> paused: the target is served as if there were no experiment."""
+    experiment = _locked(experiment)
+    _require(experiment, ExperimentStatus.RUNNING, "paused")
+    experiment.status = ExperimentStatus.PAUSED
+    experiment.save(update_fields=["status", "updated_at"])
+    bump_generation(experiment.organization_id)
+    return experiment
+
+
+@transaction.atomic
+def experiment_resume(*, experiment: Experiment) -> Experiment:
+    """paused -> running, with the same variants and weights: every unit gets the variant it had."""
+    experiment = _locked(experiment)
+    _require(experiment, ExperimentStatus.PAUSED, "resumed")
+    _run(experiment)
+    return experiment
+
+
+@transaction.atomic
+def experiment_complete(*, experiment: Experiment) -> Experiment:
+    """running or paused -> completed, without a winner (the target stays as it is)."""
+    experiment = _locked(experiment)
+    _require(experiment, (ExperimentStatus.RUNNING, ExperimentStatus.PAUSED), "completed")
+    _finish(experiment)
+    return experiment
+
+
+@transaction.atomic
+def experiment_promote(*, experiment: Experiment, variant: str, user=None) -> Experiment:
+    """Ends the experiment (running, paused, or completed without a winner) with ``variant`` as the
+    winner and moves the target to it, in one transaction recorded on the experiment (who, when,
+    from, to): a prompt target's ``production`` label moves to the variant's version; a model
+    target's alias gets the deployments of the variant's model (a copy, in their priority order).
+    A variant that sets neither (the control, usually) leaves the target as it is. A variant with
+    parameters is refused (409 ``experiment_variant_not_promotable``): neither a label nor an
+    alias can carry them."""
+    experiment = _locked(experiment)
+    _require(
+        experiment,
+        (ExperimentStatus.RUNNING, ExperimentStatus.PAUSED, ExperimentStatus.COMPLETED),
+        "promoted",
+    )
+    if experiment.promoted_at is not None:
+        raise Conflict("This experiment has been promoted already.", code="experiment_promoted")
+    winner = experiment.variants.filter(name=variant).first() if isinstance(variant, str) else None
+    if winner is None:
+        raise _invalid({"variant": ["No variant of this name in the experiment."]})
+    if winner.parameters:
+        raise Conflict(
+            f"The variant '{winner.name}' sets {', '.join(sorted(winner.parameters))}, which a "
+            f"{'label' if experiment.target_template_id else 'model alias'} cannot carry; complete the "
+            "experiment and send them from the application instead.",
+            code="experiment_variant_not_promotable",
+        )
+    if experiment.target_template_id is not None:
+        moved = _promote_prompt(experiment, winner, user)
+    else:
+        moved = _promote_model(experiment, winner)
+    now = timezone.now()
+    experiment.winner = winner
+    experiment.promoted_at, experiment.promoted_by = now, user
+    experiment.promotion = {"variant": winner.name, **moved}
+    _finish(experiment, now=now)
+    return experiment
+
+
+def _promote_prompt(experiment: Experiment, winner: Variant, user) -> dict:
+    template = experiment.target_template
+    label = template.labels.select_related("version").filter(name=DEFAULT_LABEL).first()
+    before = label.version.number if label is not None else None
+    after = winner.prompt_version if winner.prompt_version is not None else before
+    if after is not None and after != before:
+        prompt_services.label_set(template=template, name=DEFAULT_LABEL, version=after, user=user)
+    return {"target": {"prompt": template.slug, "label": DEFAULT_LABEL}, "from": before, "to": after}
+
+
+def _promote_model(experiment: Experiment, winner: Variant) -> dict:
+    alias = _alias(experiment.organization_id, experiment.target_model)
+    if alias is None:
+        raise _invalid({"target": [f"The model alias '{experiment.target_model}' no longer exists."]})
+    before = _deployments(alias)
+    after = before
+    if winner.model and winner.model != alias.alias:
+        source = _alias(experiment.organization_id, winner.model)
+        if source is None:
+            raise _invalid({"variant": [f"The variant's model '{winner.model}' no longer exists."]})
+        after = _deployments(source)
+        catalog_services.model_alias_update(model_alias=alias, deployments=after)
+    return {"target": {"model": alias.alias}, "from": before, "to": after}
+
+
+def _deployments(alias: ModelAlias) -> list[dict]:
+    return [
+        {"provider": d.provider, "upstream_model": d.upstream_model, "priority": d.priority}
+        for d in alias.deployments.all()
+    ]
+
+
+def _alias(organization_id, name: str) -> ModelAlias | None:
+    return ModelAlias.objects.filter(organization_id=organization_id, alias=name).first()
+
+
+def _run(experiment: Experiment) -> None:
+    if _target_busy(experiment):
+        raise _busy()
+    experiment.status = ExperimentStatus.RUNNING
+    try:
+        with transaction.atomic():
+            experiment.save()
+    except IntegrityError as error:  # started at the same moment elsewhere: the index decided
+        raise _busy() from error
+    bump_generation(experiment.organization_id)
+
+
+def _finish(experiment: Experiment, *, now=None) -> None:
+    experiment.status = ExperimentStatus.COMPLETED
+    experiment.completed_at = experiment.completed_at or now or timezone.now()
+    experiment.save()
+    bump_generation(experiment.organization_id)
+    data = _event_data(experiment) | {
+        "winner": experiment.winner.name if experiment.winner_id else None,
+        "promoted": experiment.promoted_at is not None,
+    }
+    raise_event_on_commit(experiment.organization_id, EventType.EXPERIMENT_COMPLETED, data)
+
+
+def _target_busy(experiment: Experiment) -> bool:
+    running = Experiment.objects.filter(status=ExperimentStatus.RUNNING).exclude(pk=experiment.pk)
+    if experiment.target_template_id is not None:
+        return running.filter(target_template_id=experiment.target_template_id).exists()
+    return running.filter(
+        organization_id=experiment.organization_id, target_model=experiment.target_model
+    ).exists()
+
+
+def _busy() -> Conflict:
+    return Conflict(
+        "Another experiment is running on this target; pause or complete it first.",
+        code="experiment_target_busy",
+    )
+
+
+def _event_data(experiment: Experiment) -> dict:
+    return {
+        "experiment_id": str(experiment.id),
+        "name": experiment.name,
+        "target": target_of(experiment),
+        "variants": list(experiment.variants.values_list("name", flat=True)),
+    }
+
+
+def target_of(experiment: Experiment) -> dict:
+    if experiment.target_template_id is not None:
+        return {"prompt": experiment.target_template.slug}
+    return {"model": experiment.target_model}
+
+
+def _locked(experiment: Experiment) -> Experiment:
+    """The row again, locked (PostgreSQL) for the rest of the transaction: two concurrent status
+    changes queue here and the second sees the first's result."""
+    return (
+        Experiment.objects.select_for_update(of=("self",))
+        .select_related("target_template", "winner")
+        .get(pk=experiment.pk)
+    )
+
+
+_VERBS = {
+    ExperimentStatus.DRAFT: "is a draft",
+    ExperimentStatus.RUNNING: "is running",
+    ExperimentStatus.PAUSED: "is paused",
+    ExperimentStatus.COMPLETED: "is completed",
+}
+
+
+def _require(experiment: Experiment, allowed, doing: str) -> None:
+    allowed = (allowed,) if isinstance(allowed, str) else tuple(allowed)
+    if experiment.status not in allowed:
+        code = "experiment_not_draft" if allowed == (ExperimentStatus.DRAFT,) else "experiment_status"
+        raise Conflict(
+            f"This experiment {_VERBS[experiment.status]}; only one that is "
+            f"{' or '.join(str(status) for status in allowed)} can be {doing}.",
+            code=code,
+        )
+
+
+def _field(errors: dict, field: str, check, value):
+    try:
+        return check(value)
+    except ValueError as error:
+        errors[field] = [str(error)]
+        return None
+
+
+def _name(value) -> str:
+    if not isinstance(value, str) or "\x00" in value or not value.strip():
+        raise ValueError("A non-blank string without NUL.")
+    value = value.strip()
+    if len(value) > NAME_LENGTH:
+        raise ValueError(f"At most {NAME_LENGTH} characters.")
+    return value
+
+
+def _set_target(experiment: Experiment, target, errors: dict) -> None:
+    if not isinstance(target, dict) or len(target) != 1 or not target.keys() <= {"model", "prompt"}:
+        errors["target"] = ['Exactly one of {"model": "<alias>"} or {"prompt": "<slug or id>"}.']
+        return
+    ((kind, reference),) = target.items()
+    if not isinstance(reference, str) or not reference or len(reference) > 200:
+        errors[f"target.{kind}"] = ["A name of 1 to 200 characters."]
+        return
+    if kind == "model":
+        experiment.target_model, experiment.target_template = reference, None
+        if _alias(experiment.organization_id, reference) is None:
+            errors["target.model"] = [f"No model alias '{reference}' in this organization."]
+        return
+    template = template_by_reference(experiment.organization_id, reference)
+    if template is None:
+        errors["target.prompt"] = [f"No prompt template '{reference}' in this organization."]
+        return
+    experiment.target_model, experiment.target_template = "", template
+
+
+def _check_target_exists(experiment: Experiment, errors: dict) -> None:
+    if (
+        experiment.target_template_id is None
+        and _alias(experiment.organization_id, experiment.target_model) is None
+    ):
+        errors["target.model"] = [f"No model alias '{experiment.target_model}' in this organization."]
+
+
+def variant_values(variant: Variant) -> dict:
+    values = {"name": variant.name, "weight": variant.weight, "parameters": variant.parameters}
+    if variant.model:
+        values["model"] = variant.model
+    if variant.prompt_version is not None:
+        values["prompt_version"] = variant.prompt_version
+    return values
+
+
+def _variants(experiment: Experiment, variants, errors: dict) -> list[dict]:
+    if not isinstance(variants, list | tuple) or not VARIANTS_MIN <= len(variants) <= VARIANTS_MAX:
+        errors["variants"] = [f"A list of {VARIANTS_MIN} to {VARIANTS_MAX} variants, the control first."]
+        return []
+    prompt_target = experiment.target_template is not None
+    versions = (
+        set(experiment.target_template.versions.values_list("number", flat=True)) if prompt_target else set()
+    )
+    models = {
+        variant.get("model") for variant in variants if isinstance(variant, dict) and variant.get("model")
+    }
+    known = set(
+        ModelAlias.objects.filter(
+            organization_id=experiment.organization_id,
+            alias__in=[model for model in models if isinstance(model, str)],
+        ).values_list("alias", flat=True)
+    )
+    checked, names, total = [], set(), 0
+    for index, variant in enumerate(variants):
+        where = f"variants[{index}]"
+        allowed = {"name", "weight", "model", "prompt_version", "parameters"}
+        if not isinstance(variant, dict) or "name" not in variant or "weight" not in variant:
+            errors[where] = [
+                'An object with "name", "weight" and optionally "model", "prompt_version", "parameters".'
+            ]
+            continue
+        unknown = sorted(str(key) for key in variant if key not in allowed)
+        if unknown:
+            errors[where] = [f"Unknown field {', '.join(unknown)}."]
+            continue
+        name, weight = variant["name"], variant["weight"]
+        if not isinstance(name, str) or not VARIANT_NAME.fullmatch(name):
+            errors[f"{where}.name"] = [
+                "Letters, digits, '_', '.' and '-', starting with a letter or digit, at most 100 characters."
+            ]
+        elif name in names:
+            errors[f"{where}.name"] = [f"'{name}' is used twice."]
+        names.add(name)
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= WEIGHT_MAX:
+            errors[f"{where}.weight"] = [f"A whole number from 0 to {WEIGHT_MAX}."]
+        else:
+            total += weight
+        model = variant.get("model") or ""
+        if model:
+            if not isinstance(model, str) or len(model) > 200:
+                errors[f"{where}.model"] = ["A model alias name."]
+            elif model not in known:
+                errors[f"{where}.model"] = [f"No model alias '{model}' in this organization."]
+        version = variant.get("prompt_version")
+        if version is not None:
+            if not prompt_target:
+                errors[f"{where}.prompt_version"] = [
+                    "Only an experiment on a prompt template sets a version."
+                ]
+            elif isinstance(version, bool) or not isinstance(version, int) or version not in versions:
+                errors[f"{where}.prompt_version"] = ["The template has no such version."]
+        parameters = variant.get("parameters") or {}
+        if not isinstance(parameters, dict):
+            errors[f"{where}.parameters"] = ["An object of request parameters."]
+            parameters = {}
+        for parameter, value in parameters.items():
+            check = PARAMETER_CHECKS.get(parameter)
+            if check is None:
+                errors[f"{where}.parameters.{parameter}"] = [
+                    f"Not a parameter a variant may set; those are: {', '.join(PARAMETERS)}."
+                ]
+                continue
+            try:
+                check(value)
+            except ValueError as error:
+                errors[f"{where}.parameters.{parameter}"] = [str(error)]
+        if {"max_tokens", "max_completion_tokens"} <= parameters.keys():
+            errors[f"{where}.parameters"] = ["Set max_tokens or max_completion_tokens, not both."]
+        checked.append(
+            {
+                "name": name,
+                "weight": weight,
+                "model": model,
+                "prompt_version": version,
+                "parameters": dict(parameters),
+            }
+        )
+    if "variants" not in errors and not any(key.endswith(".weight") for key in errors) and total <= 0:
+        errors["variants"] = ["The weights must sum to more than 0."]
+    return checked
+
+
+def _replace_variants(experiment: Experiment, variants: list[dict]) -> None:
+    experiment.variants.all().delete()
+    Variant.objects.bulk_create(
+        Variant(experiment=experiment, position=position, **values)
+        for position, values in enumerate(variants)
+    )
+
+
+# --- Feedback --------------------------------------------------------------------------------------
+
+
+def feedback_set(
+    *,
+    organization_id,
+    request_id,
+    score=None,
+    label=None,
+    comment=None,
+    api_key_id=None,
+    user=None,
+) -> tuple[Feedback, bool]:
+    """Creates or updates the feedback on one request of the organization (the caller checked that the
+    request is the organization's, and the key's when a key gives it). Returns (feedback, created).
+    Fields not given keep their value on an update; at least one of score and label must result."""
+    errors: dict[str, list[str]] = {}
+    if score is not None:
+        if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+            errors["score"] = ["A finite number."]
+        elif abs(score) > SCORE_LIMIT:
+            errors["score"] = [f"A number from {-SCORE_LIMIT:g} to {SCORE_LIMIT:g}."]
+    if label is not None and (not isinstance(label, str) or len(label) > LABEL_LENGTH or "\x00" in label):
+        errors["label"] = [f"A string of at most {LABEL_LENGTH} characters, without NUL."]
+    if comment is not None and (
+        not isinstance(comment, str) or len(comment) > COMMENT_LENGTH or "\x00" in comment
+    ):
+        errors["comment"] = [f"A string of at most {COMMENT_LENGTH} characters, without NUL."]
+    if errors:
+        raise _invalid(errors)
+    with transaction.atomic():
+        feedback = (
+            Feedback.objects.select_for_update()
+            .filter(organization_id=organization_id, request_id=request_id)
+            .first()
+        )
+        created = feedback is None
+        if created:
+            feedback = Feedback(organization_id=organization_id, request_id=request_id)
+        if score is not None:
+            feedback.score = float(score)
+        if label is not None:
+            feedback.label = label.strip()
+        if comment is not None:
+            feedback.comment = comment
+        if feedback.score is None and not feedback.label:
+            raise _invalid({"score": ["Give a score, a label or both."]})
+        feedback.api_key_id, feedback.user = api_key_id, user
+        try:
+            with transaction.atomic():
+                feedback.save()
+        except IntegrityError as error:  # the same request's feedback posted at the same moment
+            raise Conflict(
+                "Feedback on this request was being saved at the same time; try again.",
+                code="feedback_conflict",
+            ) from error
+    return feedback, created
+
+
+def _invalid(errors: dict[str, list[str]]) -> InvalidRequest:
+    first = next(iter(errors))
+    return InvalidRequest(
+        f"Invalid value for '{first}': {errors[first][0]}",
+        code="validation_error",
+        param=first,
+        fields=errors,
+    )

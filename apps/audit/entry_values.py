@@ -168,6 +168,7 @@ def entry_values(payload: dict[str, Any]) -> dict[str, Any]:
         api_key_id=uuid_text(payload.get("api_key_id")),
         provider_key_id=uuid_text(payload.get("provider_key_id")),
         prompt_template_id=uuid_text(payload.get("prompt_template_id")),
+        experiment_id=uuid_text(payload.get("experiment_id")),
         prompt_version=None
         if payload.get("prompt_version") is None
         else integer(payload["prompt_version"], _INTEGER),

@@ -37,6 +37,9 @@ class AuditEntry(models.Model):
     prompt_template = models.CharField(max_length=100, blank=True)
     prompt_version = models.PositiveIntegerField(null=True, blank=True)
     prompt_label = models.CharField(max_length=64, blank=True)
+    # The experiment that assigned the request a variant (docs/experiments.md), and the variant's name.
+    experiment_id = models.UUIDField(null=True, blank=True)
+    experiment_variant = models.CharField(max_length=100, blank=True)
     policy_action = models.CharField(max_length=16, blank=True)
     policy_reason = models.CharField(max_length=500, blank=True)
     policy_decisions = models.JSONField(default=list)
@@ -67,6 +70,12 @@ class AuditEntry(models.Model):
             models.Index(fields=("organization", "team_id", "-created_at"), name="audit_org_team_time"),
             models.Index(fields=("organization", "api_key_id", "-created_at"), name="audit_org_key_time"),
             models.Index(fields=("created_at",), name="audit_time"),  # retention sweeps across organizations
+            # An experiment's results (docs/experiments.md); partial, so other requests pay nothing for it.
+            models.Index(
+                fields=("experiment_id", "created_at"),
+                name="audit_experiment_time",
+                condition=models.Q(experiment_id__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

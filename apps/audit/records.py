@@ -64,6 +64,8 @@ class RequestRecord:
     prompt_template: str | None = None  # its slug
     prompt_version: int | None = None
     prompt_label: str | None = None
+    experiment_id: str | None = None
+    experiment_variant: str | None = None
     policy_action: str | None = None
     policy_reason: str | None = None
     policy_decisions: list[dict] = field(default_factory=list)

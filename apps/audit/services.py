@@ -82,6 +82,8 @@ def entry_payload(record: RequestRecord) -> dict[str, Any]:
         "prompt_template": record.prompt_template or "",
         "prompt_version": record.prompt_version,
         "prompt_label": record.prompt_label or "",
+        "experiment_id": record.experiment_id,
+        "experiment_variant": record.experiment_variant or "",
         "policy_action": record.policy_action or "",
         "policy_reason": record.policy_reason or "",
         "policy_decisions": list(record.policy_decisions),

@@ -162,6 +162,8 @@ class AuditEntrySerializer(serializers.ModelSerializer):
             "prompt_template",
             "prompt_version",
             "prompt_label",
+            "experiment_id",
+            "experiment_variant",
             "policy_reason",
             "policy_decisions",
             "cached_input_tokens",

@@ -72,7 +72,6 @@ def test_another_key_of_the_same_organization_or_an_unknown_request_is_not_found
         {"score": 1e300},
         {"label": "x" * 101},
         {"comment": "x" * 5001, "score": 1},
-        {"score": 1, "unknown": 2},
     ],
 )
 def test_bad_feedback_is_refused(api_key, request_entry, values):

@@ -149,7 +149,8 @@ class PromoteSerializer(ClosedSerializer):
     variant = StrictRegexField(services.VARIANT_NAME.pattern, max_length=100)
 
 
-class FeedbackInputSerializer(ClosedSerializer):
+class FeedbackInputSerializer(serializers.Serializer):
+    # Open, as the schema says: an application's extra fields are ignored, not refused.
     request_id = serializers.UUIDField()
     score = serializers.FloatField(
         required=False, min_value=-services.SCORE_LIMIT, max_value=services.SCORE_LIMIT

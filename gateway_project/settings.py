@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "apps.cache",
     "apps.webhooks",
     "apps.prompts",
+    "apps.experiments",
     "apps.proxy",
     "apps.outbox",
     "apps.audit",

@@ -25,11 +25,14 @@ class HeaderNames:
     model: str
     policy_action: str
     policy_reason: str
+    experiment: str
+    variant: str
     # RFC 9211 ``Cache-Status`` values, by the x-gateway-cache verdict; the cache is named by the brand.
     cache_status: dict[str, str]
     # Read from requests.
     team: str
     data_region: str
+    experiment_unit: str
 
     @classmethod
     def build(cls) -> "HeaderNames":
@@ -44,6 +47,8 @@ class HeaderNames:
             model=header("model"),
             policy_action=header("policy-action"),
             policy_reason=header("policy-reason"),
+            experiment=header("experiment"),
+            variant=header("variant"),
             cache_status={
                 **{tier: f"{settings.GATEWAY_BRAND}; hit; detail={tier}" for tier in ("l1", "l2", "l3")},
                 "miss": f"{settings.GATEWAY_BRAND}; fwd=uri-miss",
@@ -51,6 +56,7 @@ class HeaderNames:
             },
             team=header("team"),
             data_region=header("data-region"),
+            experiment_unit=header("experiment-unit"),
         )
 
 

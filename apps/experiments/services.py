@@ -355,8 +355,9 @@ def _set_target(experiment: Experiment, target, errors: dict) -> None:
         errors["target"] = ['Exactly one of {"model": "<alias>"} or {"prompt": "<slug or id>"}.']
         return
     ((kind, reference),) = target.items()
-    if not isinstance(reference, str) or not reference or len(reference) > 200:
-        errors[f"target.{kind}"] = ["A name of 1 to 200 characters."]
+    # Printable only: a NUL or a lone surrogate cannot even be sent to PostgreSQL in a query.
+    if not isinstance(reference, str) or not reference or len(reference) > 200 or not reference.isprintable():
+        errors[f"target.{kind}"] = ["A name of 1 to 200 printable characters."]
         return
     if kind == "model":
         experiment.target_model, experiment.target_template = reference, None
@@ -396,12 +397,14 @@ def _variants(experiment: Experiment, variants, errors: dict) -> list[dict]:
         set(experiment.target_template.versions.values_list("number", flat=True)) if prompt_target else set()
     )
     models = {
-        variant.get("model") for variant in variants if isinstance(variant, dict) and variant.get("model")
+        variant["model"]
+        for variant in variants
+        if isinstance(variant, dict) and isinstance(variant.get("model"), str) and variant["model"]
     }
     known = set(
         ModelAlias.objects.filter(
             organization_id=experiment.organization_id,
-            alias__in=[model for model in models if isinstance(model, str)],
+            alias__in=[model for model in models if isinstance(model, str) and model.isprintable()],
         ).values_list("alias", flat=True)
     )
     checked, names, total = [], set(), 0

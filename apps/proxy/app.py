@@ -140,6 +140,9 @@ class ProxyApp:
         if record.policy_action:
             headers[names.policy_action] = record.policy_action
             headers[names.policy_reason] = record.policy_reason or ""
+        if record.experiment_id is not None:
+            headers[names.experiment] = record.experiment_id
+            headers[names.variant] = record.experiment_variant or ""
         headers.update(request.limit_headers)
         return headers
 

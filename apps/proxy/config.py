@@ -25,6 +25,9 @@ from apps.cache.shared import cache_epoch
 from apps.catalog.pricing import Price
 from apps.catalog.selectors import AliasSnapshot, active_alias_snapshots, price_at, price_versions
 from apps.core.errors import NotFound
+from apps.experiments.catalog import EMPTY_CATALOG as EMPTY_EXPERIMENTS
+from apps.experiments.catalog import ExperimentCatalog
+from apps.experiments.selectors import experiment_snapshots
 from apps.limits.selectors import OrganizationLimits, organization_limits
 from apps.organizations.selectors import organization_snapshot
 from apps.policies.engine import PolicyEngine
@@ -59,6 +62,8 @@ class OrganizationConfig:
     policies: PolicyEngine | None = None
     # Its prompt templates, every version compiled, labels resolved (templating.py).
     prompts: PromptCatalog = EMPTY_CATALOG
+    # Its running experiments, by target (experimenting.py).
+    experiments: ExperimentCatalog = EMPTY_EXPERIMENTS
     # The /v1/models answer, rendered once per generation.
     models_body: bytes = b""
     # alias -> its deployments then its fallbacks' (routing.resolve_model), built on first use.
@@ -104,7 +109,7 @@ def _models_body(aliases: dict[str, AliasSnapshot]) -> bytes:
 
 
 def load_organization_config(organization_id: str, generation: int) -> OrganizationConfig | None:
-    """Reads the organization through its domains' selectors (eleven queries, one thread hop) and its
+    """Reads the organization through its domains' selectors (thirteen queries, one thread hop) and its
     cache purge epoch (one Redis read)."""
     organization = organization_snapshot(organization_id)
     if organization is None:
@@ -133,6 +138,7 @@ def load_organization_config(organization_id: str, generation: int) -> Organizat
         cache_epoch=cache_epoch(organization_id),
         policies=PolicyEngine.build(active_policy_snapshots(organization_id)),
         prompts=prompt_snapshots(organization_id),
+        experiments=experiment_snapshots(organization_id),
         models_body=_models_body(aliases),
     )
 

@@ -35,6 +35,7 @@ from .answers import Answer, StreamOutcome
 from .auth import AuthenticatedKey, authenticate, key_cache
 from .config import OrganizationConfig, load_config
 from .errors import StreamInterrupted, error_event
+from .experimenting import assigned_body
 from .http import ProxyRequest, ProxyResponse, ProxyStream
 from .routing import allowed_regions
 from .templating import rendered_body
@@ -217,7 +218,7 @@ async def admitted(endpoint: "Endpoint", request: ProxyRequest, body: dict[str, 
 
 def begin(endpoint: "Endpoint", request: ProxyRequest, body: dict[str, Any]) -> ProxyContext:
     record = request.record
-    body = rendered_body(endpoint, request, body)
+    body = rendered_body(endpoint, request, assigned_body(endpoint, request, body))
     ctx = ProxyContext(
         request=request,
         record=record,

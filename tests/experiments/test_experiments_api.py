@@ -45,6 +45,14 @@ def test_an_admin_creates_a_draft_and_starts_it(session_client, aliases):
     assert session_client.get(URL).json()["results"][0]["id"] == created["id"]
 
 
+@pytest.mark.parametrize("reference", ["sup\x00port", "x" * 201])
+def test_a_target_that_is_no_name_is_refused(session_client, aliases, reference):
+    response = session_client.post(URL, body(target={"prompt": reference}), format="json")
+
+    assert response.status_code == 400, response.content
+    assert "target.prompt" in response.json()["error"]["fields"]
+
+
 @pytest.mark.parametrize(
     ("variants", "field"),
     [
@@ -65,6 +73,12 @@ def test_an_admin_creates_a_draft_and_starts_it(session_client, aliases):
             "variants",
         ),
         ([{"name": "a", "weight": 1.5}, {"name": "b", "weight": 1}], "variants"),
+        # Not a name at all: refused, never a query PostgreSQL cannot take.
+        ([{"name": "a", "weight": 1}, {"name": "b", "weight": 1, "model": "fa\x00st"}], "variants[1].model"),
+        (
+            [{"name": "a", "weight": 1}, {"name": "b", "weight": 1, "model": {"alias": "fast"}}],
+            "variants[1].model",
+        ),
     ],
 )
 def test_bad_variants_are_refused_with_the_field_named(session_client, aliases, variants, field):

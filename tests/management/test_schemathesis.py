@@ -80,6 +80,9 @@ REFERENCES_OR_RANGE_RULES = (
     "POST /api/v1/prompt-templates/{template_id}/versions",
     "PUT /api/v1/prompt-templates/{template_id}/labels/{name}",
     "POST /api/v1/prompt-templates/{id}/render",
+    # An experiment's variants name aliases and versions that exist, with distinct names and weights
+    # summing above 0.
+    "POST /api/v1/experiments",
 )
 POSITIVE_STATUSES = ["2xx", "3xx", "403", "404", "409", "429", "5xx"]
 CONFIG = SchemathesisConfig.from_dict(

@@ -12,7 +12,7 @@ from tests.proxy.conftest import add_alias, add_provider_key
 pytestmark = pytest.mark.django_db
 
 
-def test_the_configuration_is_read_in_eleven_queries_at_most(
+def test_the_configuration_is_read_in_thirteen_queries_at_most(
     organization, upstream, django_assert_max_num_queries
 ):
     add_provider_key(organization, upstream)
@@ -20,7 +20,7 @@ def test_the_configuration_is_read_in_eleven_queries_at_most(
     add_alias(organization, "fast", ("openai", "gpt-4o-mini"), ("anthropic", "claude-3-5-haiku-latest"))
     TeamFactory(organization=organization)
 
-    with django_assert_max_num_queries(11):  # the active policies, then the prompt templates (3)
+    with django_assert_max_num_queries(13):  # the policies, the prompt templates (3), the experiments (2)
         config = load_organization_config(str(organization.id), 1)
 
     assert sorted(config.keys_by_provider) == ["anthropic", "openai"]

@@ -30,9 +30,9 @@ class FeedbackApiKeyAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).decode(errors="replace")
         scheme, _, token = header.strip().partition(" ")
         token = token.strip()
-        if scheme.lower() != "bearer" or not (
-            token.startswith("sk_") or token.startswith(settings.GATEWAY_API_KEY_PREFIX)
-        ):
+        prefix = settings.GATEWAY_API_KEY_PREFIX
+        looks_like_a_key = token.startswith("sk_") or (prefix and token.startswith(prefix))
+        if scheme.lower() != "bearer" or not looks_like_a_key:
             return None
         digest = api_key_digest(token)
         api_key = key_selectors.api_key_by_digest(digest)

@@ -31,42 +31,20 @@ COMMENT_LENGTH = 5_000
 SCORE_LIMIT = 1e9
 
 
-def _number(low: float, high: float):
-    def check(value):
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise ValueError(f"A number from {low} to {high}.")
-        if not low <= value <= high:
-            raise ValueError(f"A number from {low} to {high}.")
-        return value
-
-    return check
-
-
-def _whole(low: int, high: int):
-    def check(value):
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ValueError(f"A whole number from {low} to {high}.")
-        return value
-
-    return check
-
-
-def _effort(value):
-    if not isinstance(value, str) or not re.fullmatch(r"[a-z]{1,20}", value):
-        raise ValueError("A word such as low, medium or high.")
-    return value
-
-
-# The request parameters a variant may set (they replace the client's), and what each must be.
+# The request parameters a variant may set (they replace the client's), checked as a prompt
+# version's defaults are.
 PARAMETER_CHECKS = {
-    "temperature": _number(0, 2),
-    "top_p": _number(0, 1),
-    "max_tokens": _whole(1, 10_000_000),
-    "max_completion_tokens": _whole(1, 10_000_000),
-    "frequency_penalty": _number(-2, 2),
-    "presence_penalty": _number(-2, 2),
-    "seed": _whole(-(2**63), 2**63 - 1),
-    "reasoning_effort": _effort,
+    name: prompt_services.PARAMETER_CHECKS[name]
+    for name in (
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "max_completion_tokens",
+        "frequency_penalty",
+        "presence_penalty",
+        "seed",
+        "reasoning_effort",
+    )
 }
 PARAMETERS = tuple(PARAMETER_CHECKS)
 

@@ -305,13 +305,13 @@ def _defaults(value, errors: dict) -> dict:
     checked = {}
     for name, parameter in value.items():
         where = f"defaults.{name}"
-        if name not in _PARAMETER_CHECKS:
+        if name not in PARAMETER_CHECKS:
             errors[where] = [
                 f"Not a parameter a version may set; those are: {', '.join(DEFAULT_PARAMETERS)}."
             ]
             continue
         try:
-            checked[name] = _PARAMETER_CHECKS[name](parameter)
+            checked[name] = PARAMETER_CHECKS[name](parameter)
         except ValueError as error:
             errors[where] = [str(error)]
     if len(_json_dumps(checked)) > _JSON_LENGTH:
@@ -395,7 +395,8 @@ def _effort(value):
     return value
 
 
-_PARAMETER_CHECKS = {
+# What each default must be; the experiments' variant parameters are checked with the same.
+PARAMETER_CHECKS = {
     "model": _model,
     "temperature": _number(0, 2),
     "top_p": _number(0, 1),
@@ -411,7 +412,7 @@ _PARAMETER_CHECKS = {
     "parallel_tool_calls": _boolean,
     "reasoning_effort": _effort,
 }
-assert tuple(_PARAMETER_CHECKS) == DEFAULT_PARAMETERS
+assert tuple(PARAMETER_CHECKS) == DEFAULT_PARAMETERS
 
 
 # --- Labels ----------------------------------------------------------------------------------------

@@ -49,6 +49,15 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON whole number only: DRF would also take ``"60"``, ``60.0`` and ``true``."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class StrictSlugField(serializers.SlugField):
     def to_internal_value(self, data):
         if not isinstance(data, str):

@@ -5,28 +5,10 @@ sum to more than 0)."""
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from apps.core.api.fields import StrictCharField, StrictRegexField
+from apps.core.api.fields import StrictCharField, StrictIntegerField, StrictRegexField
+from apps.core.api.serializers import ClosedSerializer
 from apps.experiments import services
 from apps.experiments.models import Experiment, Feedback, Variant
-
-
-class ClosedSerializer(serializers.Serializer):
-    """Refuses a field it does not know."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, dict):
-            unknown = sorted(str(name) for name in data if name not in self.fields)
-            if unknown:
-                raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
-        return super().to_internal_value(data)
-
-
-class StrictIntegerField(serializers.IntegerField):
-    def to_internal_value(self, data):
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
 
 _NAME = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"^[^\u0000]*$"}
 TARGET_SCHEMA = {

@@ -13,6 +13,8 @@ from django.core.exceptions import ObjectDoesNotExist
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from apps.core.api.fields import StrictIntegerField
+from apps.core.api.serializers import ClosedSerializer
 from apps.core.errors import InvalidRequest
 from apps.limits.models import BudgetPeriod, Limits
 from apps.limits.selectors import budget_representation, limits_of, rate_limits_representation
@@ -83,15 +85,6 @@ def attached_limits(instance) -> Limits | None:
         return None
 
 
-class StrictIntegerField(serializers.IntegerField):
-    """A JSON whole number: not ``true``, ``1.0`` or ``"1"``."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
 class AmountField(serializers.DecimalField):
     def __init__(self, **kwargs):
         super().__init__(max_digits=14, decimal_places=6, **kwargs)
@@ -102,19 +95,7 @@ class AmountField(serializers.DecimalField):
         return super().to_internal_value(data)
 
 
-class _ClosedSerializer(serializers.Serializer):
-    """Refuses a field it does not know: a misspelt ``threshold`` must not pass as a budget with
-    the default thresholds."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, dict):
-            unknown = sorted(str(name) for name in data if name not in self.fields)
-            if unknown:
-                raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
-        return super().to_internal_value(data)
-
-
-class BudgetInputSerializer(_ClosedSerializer):
+class BudgetInputSerializer(ClosedSerializer):
     amount_usd = AmountField()
     period = serializers.ChoiceField(choices=BudgetPeriod.values)
     thresholds = serializers.ListField(
@@ -124,7 +105,7 @@ class BudgetInputSerializer(_ClosedSerializer):
     ends_at = serializers.DateTimeField(required=False, allow_null=True)
 
 
-class RateLimitsInputSerializer(_ClosedSerializer):
+class RateLimitsInputSerializer(ClosedSerializer):
     rpm = StrictIntegerField(min_value=0, max_value=MAX_RATE, required=False, allow_null=True)
     tpm = StrictIntegerField(min_value=0, max_value=MAX_RATE, required=False, allow_null=True)
 

@@ -4,18 +4,9 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.catalog.models import ModelAlias
-from apps.core.api.fields import DataRegionsField, StrictBooleanField, StrictCharField
+from apps.core.api.fields import DataRegionsField, StrictBooleanField, StrictCharField, StrictIntegerField
 from apps.limits.api.serializers import BudgetField, RateLimitsField
 from apps.organizations.models import CACHE_TTL_MAX_SECONDS, FailMode, LogBodies, Organization
-
-
-class StrictIntegerField(serializers.IntegerField):
-    """A JSON integer only: DRF would also take "60", 60.0 and true."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        return super().to_internal_value(data)
 
 
 def cache_ttl_field(**kwargs) -> StrictIntegerField:

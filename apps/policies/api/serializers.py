@@ -2,20 +2,10 @@ from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from apps.core.api.fields import StrictBooleanField, StrictCharField
+from apps.core.api.serializers import ClosedSerializer
 from apps.core.detectors import DETECTOR_NAMES
 from apps.policies import services
 from apps.policies.models import Action, Policy
-
-
-class ClosedSerializer(serializers.Serializer):
-    """Refuses a field it does not know: a misspelt ``aply_to_response`` must not pass unnoticed."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, dict):
-            unknown = sorted(str(name) for name in data if name not in self.fields)
-            if unknown:
-                raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
-        return super().to_internal_value(data)
 
 
 def _strings(length: int, limit: int, **kwargs) -> serializers.ListField:

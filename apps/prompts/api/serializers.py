@@ -4,31 +4,11 @@ cannot say: tags that compile, variables that agree with the messages, a version
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
-from apps.core.api.fields import StrictCharField, StrictRegexField
+from apps.core.api.fields import StrictCharField, StrictIntegerField, StrictRegexField
+from apps.core.api.serializers import ClosedSerializer
 from apps.prompts import services
 from apps.prompts.models import PromptLabel, PromptLabelMove, PromptTemplate, PromptVersion
 from apps.prompts.rendering import NAME_PATTERN
-
-
-class ClosedSerializer(serializers.Serializer):
-    """Refuses a field it does not know: a misspelt ``variabels`` must not pass unnoticed."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, dict):
-            unknown = sorted(str(name) for name in data if name not in self.fields)
-            if unknown:
-                raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
-        return super().to_internal_value(data)
-
-
-class StrictIntegerField(serializers.IntegerField):
-    """A JSON integer only: DRF would also take "2" and 2.0."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
 
 _NUMBER = {"type": "number"}
 _OBJECT_WITH_TYPE = {

@@ -1,0 +1,1 @@
+"""Single sign-on: each organization's identity-provider connections (docs/sso.md)."""

@@ -1,0 +1,103 @@
+from django import forms
+from django.contrib import admin
+
+from apps.core.admin_mixins import ServiceAdmin
+
+from . import services
+from .models import SsoConnection
+from .validation import clean_domains, clean_issuer
+
+
+class DomainsField(forms.CharField):
+    """Domains separated by commas or spaces."""
+
+    def prepare_value(self, value):
+        return ", ".join(value) if isinstance(value, list | tuple) else value
+
+    def to_python(self, value) -> list[str]:
+        return super().to_python(value).replace(",", " ").split()
+
+    def validate(self, value: list[str]) -> None:
+        try:
+            clean_domains(value)
+        except ValueError as error:
+            raise forms.ValidationError(str(error)) from None
+
+    def clean(self, value) -> list[str]:
+        return clean_domains(super().clean(value))
+
+    def has_changed(self, initial, data) -> bool:
+        try:
+            return sorted(initial or ()) != clean_domains(self.to_python(data))
+        except ValueError:
+            return True
+
+
+class SsoConnectionForm(forms.ModelForm):
+    client_secret = forms.CharField(
+        widget=forms.PasswordInput(render_value=False),
+        required=False,
+        min_length=services.SECRET_MIN_LENGTH,
+        max_length=services.SECRET_MAX_LENGTH,
+        help_text="Leave empty to keep the current one.",
+    )
+    issuer = forms.CharField(max_length=500, help_text="https URL without query or fragment.")
+    allowed_domains = DomainsField(help_text="Email domains, separated by commas: example.com, example.org")
+
+    class Meta:
+        model = SsoConnection
+        fields = (
+            "organization",
+            "name",
+            "protocol",
+            "issuer",
+            "client_id",
+            "allowed_domains",
+            "default_role",
+            "is_active",
+            "require_sso",
+        )
+
+    def clean_issuer(self) -> str:
+        try:
+            return clean_issuer(self.cleaned_data["issuer"])
+        except ValueError as error:
+            raise forms.ValidationError(str(error)) from None
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.instance._state.adding and not cleaned.get("client_secret"):
+            self.add_error("client_secret", "A new connection needs its client secret.")
+        return cleaned
+
+
+@admin.register(SsoConnection)
+class SsoConnectionAdmin(ServiceAdmin):
+    """Writes through the services: the plan rule and the domain claims hold here too."""
+
+    form = SsoConnectionForm
+    list_display = ("name", "organization", "protocol", "issuer", "masked", "is_active", "require_sso")
+    list_filter = ("protocol", "is_active", "require_sso")
+    search_fields = ("name", "organization__name", "issuer", "client_id")
+    readonly_fields = ("id", "masked", "created_at", "updated_at")
+
+    @admin.display(description="Client secret")
+    def masked(self, obj: SsoConnection) -> str:
+        return f"…{obj.client_secret_hint}" if obj.client_secret_hint else ""
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is not None:
+            return (*self.readonly_fields, "organization")
+        return self.readonly_fields
+
+    def service_create(self, request, form) -> SsoConnection:
+        fields = {name: form.cleaned_data[name] for name in SsoConnectionForm.Meta.fields}
+        return services.sso_connection_create(client_secret=form.cleaned_data["client_secret"], **fields)
+
+    def service_update(self, request, obj: SsoConnection, form, changes: dict) -> None:
+        services.sso_connection_update(
+            connection=obj, client_secret=form.cleaned_data.get("client_secret") or None, **changes
+        )
+
+    def service_delete(self, request, obj: SsoConnection) -> None:
+        services.sso_connection_delete(connection=obj)

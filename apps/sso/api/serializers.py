@@ -1,0 +1,113 @@
+from drf_spectacular.extensions import OpenApiSerializerExtension
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from apps.core.api.fields import StrictBooleanField, StrictCharField
+from apps.core.api.serializers import ClosedSerializer
+from apps.sso import services
+from apps.sso.models import MemberRole, Protocol, SsoConnection
+from apps.sso.validation import MAX_DOMAINS, clean_domain, clean_issuer
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "format": "uri",
+        "pattern": "^https://[^?#]+$",
+        "maxLength": 500,
+        "description": "The OpenID Connect issuer: an https URL without query or fragment.",
+    }
+)
+class IssuerField(StrictCharField):
+    def __init__(self, **kwargs):
+        super().__init__(max_length=500, trim_whitespace=False, **kwargs)
+
+    def to_internal_value(self, data) -> str:
+        try:
+            return clean_issuer(super().to_internal_value(data))
+        except ValueError as error:
+            raise serializers.ValidationError(str(error)) from None
+
+
+class DomainField(StrictCharField):
+    def __init__(self, **kwargs):
+        super().__init__(max_length=253, **kwargs)
+
+    def to_internal_value(self, data) -> str:
+        try:
+            return clean_domain(super().to_internal_value(data))
+        except ValueError as error:
+            raise serializers.ValidationError(str(error)) from None
+
+
+class SsoConnectionSerializer(serializers.ModelSerializer):
+    """What the API shows of a connection: never the client secret, only its last four characters."""
+
+    client_secret_hint = serializers.SerializerMethodField()
+    allowed_domains = serializers.ListField(child=serializers.CharField(), read_only=True)
+
+    class Meta:
+        model = SsoConnection
+        fields = (
+            "id",
+            "name",
+            "protocol",
+            "issuer",
+            "client_id",
+            "client_secret_hint",
+            "allowed_domains",
+            "default_role",
+            "is_active",
+            "require_sso",
+            "created_at",
+            "updated_at",
+        )
+        read_only_fields = fields
+
+    def get_client_secret_hint(self, connection: SsoConnection) -> str:
+        return f"…{connection.client_secret_hint}"
+
+
+class SsoConnectionWriteSerializer(ClosedSerializer):
+    """A new connection, or with ``partial=True`` a change of one (the secret replaced only when
+    given)."""
+
+    name = StrictCharField(max_length=200)
+    protocol = serializers.ChoiceField(choices=Protocol.choices, required=False)
+    issuer = IssuerField()
+    client_id = StrictCharField(max_length=500)
+    client_secret = StrictCharField(
+        min_length=services.SECRET_MIN_LENGTH,
+        max_length=services.SECRET_MAX_LENGTH,
+        write_only=True,
+        help_text="Write-only: responses show client_secret_hint, its last four characters.",
+    )
+    allowed_domains = serializers.ListField(
+        child=DomainField(),
+        min_length=1,
+        max_length=MAX_DOMAINS,
+        help_text="Email domains whose users sign in through this connection; lowercased. A domain "
+        "belongs to at most one active connection across all organizations (409 sso_domain_taken).",
+    )
+    default_role = serializers.ChoiceField(
+        choices=MemberRole.choices, required=False, help_text="The role of members added by sign-in."
+    )
+    is_active = StrictBooleanField(
+        required=False, help_text="Activating needs the growth or enterprise plan."
+    )
+    require_sso = StrictBooleanField(
+        required=False,
+        help_text="Refuse password sign-in to the organization's members (an active connection only; "
+        "turned off when the connection is deactivated).",
+    )
+
+
+class SsoConnectionWriteSchema(OpenApiSerializerExtension):
+    """Unknown fields are refused (ClosedSerializer): the document says so."""
+
+    target_class = SsoConnectionWriteSerializer
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        schema["additionalProperties"] = False
+        return schema

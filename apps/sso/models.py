@@ -1,0 +1,61 @@
+from django.db import models
+
+from apps.core import crypto
+from apps.core.models import UUIDModel
+from apps.organizations.models import Organization, Role
+
+
+class Protocol(models.TextChoices):
+    OIDC = "oidc", "OpenID Connect"
+
+
+class MemberRole(models.TextChoices):
+    """The role a user gets when single sign-on first adds them; never owner."""
+
+    MEMBER = Role.MEMBER.value
+    ADMIN = Role.ADMIN.value
+
+
+class SsoConnection(UUIDModel):
+    """An organization's identity provider. Sign-in finds the connection by the email's domain, so
+    an active connection's domains are claimed across every organization (``SsoDomainClaim``).
+    The client secret is encrypted at rest and never shown again: only its last four characters."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="sso_connections")
+    name = models.CharField(max_length=200)
+    protocol = models.CharField(max_length=16, choices=Protocol.choices, default=Protocol.OIDC)
+    issuer = models.URLField(max_length=500)
+    client_id = models.CharField(max_length=500)
+    client_secret_encrypted = models.TextField(editable=False)
+    client_secret_hint = models.CharField(max_length=4, editable=False)
+    # Lowercase domain names, sorted, without duplicates (apps/sso/validation.py).
+    allowed_domains = models.JSONField(default=list)
+    default_role = models.CharField(max_length=20, choices=MemberRole.choices, default=MemberRole.MEMBER)
+    is_active = models.BooleanField(default=True)
+    # Password sign-in refused for the organization's members (enforced with the sign-in flow).
+    require_sso = models.BooleanField(default=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("-created_at",)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def set_client_secret(self, secret: str) -> None:
+        self.client_secret_encrypted = crypto.encrypt(secret)
+        self.client_secret_hint = secret[-4:]
+
+    def client_secret(self) -> str:
+        return crypto.decrypt(self.client_secret_encrypted)
+
+
+class SsoDomainClaim(models.Model):
+    """One row per domain of an active connection: the database, not a check before the write, keeps
+    a domain to one active connection across all organizations. Kept by apps/sso/services.py."""
+
+    domain = models.CharField(max_length=253, unique=True)
+    connection = models.ForeignKey(SsoConnection, on_delete=models.CASCADE, related_name="domain_claims")
+
+    def __str__(self) -> str:
+        return self.domain

@@ -1,0 +1,177 @@
+"""Writes of SSO connections. Nothing on the proxy's path reads them, so unlike the routing
+configuration they do not bump the organization's configuration generation."""
+
+from django.db import IntegrityError, transaction
+
+from apps.core.errors import InvalidRequest
+from apps.organizations.models import Organization, Plan
+
+from .errors import DomainTaken, PlanRequired
+from .models import MemberRole, Protocol, SsoConnection, SsoDomainClaim
+from .validation import clean_domains, clean_issuer
+
+SECRET_MIN_LENGTH = 8
+SECRET_MAX_LENGTH = 4096
+PLAN_MESSAGE = "Single sign-on needs the growth or enterprise plan."
+
+
+def _text(value, *, max_length: int, min_length: int = 1) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("A non-empty string.")
+    if not min_length <= len(value) <= max_length:
+        raise ValueError(f"Between {min_length} and {max_length} characters.")
+    return value
+
+
+def _clean(values: dict) -> dict:
+    """Checks and normalizes the fields in ``values``; a refusal is a 400 naming every bad field
+    (and never a secret's value)."""
+    rules = {
+        "name": lambda v: _text(v, max_length=200).strip(),
+        "protocol": lambda v: Protocol(v).value,
+        "issuer": lambda v: clean_issuer(_text(v, max_length=500)),
+        "client_id": lambda v: _text(v, max_length=500).strip(),
+        "client_secret": lambda v: _text(v, min_length=SECRET_MIN_LENGTH, max_length=SECRET_MAX_LENGTH),
+        "allowed_domains": lambda v: clean_domains(_strings(v)),
+        "default_role": lambda v: MemberRole(v).value,
+        "is_active": _boolean,
+        "require_sso": _boolean,
+    }
+    cleaned, errors = {}, {}
+    for field, value in values.items():
+        if field not in rules:
+            raise TypeError(f"SsoConnection has no field {field!r}")
+        try:
+            cleaned[field] = rules[field](value)
+        except ValueError as error:
+            errors[field] = [str(error) if field != "client_secret" else _secret_message()]
+    if errors:
+        raise InvalidRequest("Invalid input.", code="validation_error", fields=errors)
+    return cleaned
+
+
+def _strings(value) -> list[str]:
+    if not isinstance(value, list | tuple) or not all(isinstance(item, str) for item in value):
+        raise ValueError("A list of domain names.")
+    return list(value)
+
+
+def _boolean(value) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError("true or false.")
+    return value
+
+
+def _secret_message() -> str:
+    return f"The client secret is a string of {SECRET_MIN_LENGTH} to {SECRET_MAX_LENGTH} characters."
+
+
+def _require_plan(organization: Organization) -> None:
+    if organization.plan == Plan.FREE:
+        raise PlanRequired(PLAN_MESSAGE)
+
+
+def _check_require_sso(connection: SsoConnection) -> None:
+    if connection.require_sso and not connection.is_active:
+        message = "Only an active connection can require single sign-on."
+        raise InvalidRequest(message, code="validation_error", fields={"require_sso": [message]})
+
+
+def _claim_domains(connection: SsoConnection) -> None:
+    """Makes the claims match the connection: its domains while it is active, none otherwise."""
+    SsoDomainClaim.objects.filter(connection=connection).delete()
+    if not connection.is_active:
+        return
+    taken = sorted(
+        SsoDomainClaim.objects.filter(domain__in=connection.allowed_domains).values_list("domain", flat=True)
+    )
+    if taken:
+        raise _taken(taken)
+    try:
+        with transaction.atomic():
+            SsoDomainClaim.objects.bulk_create(
+                SsoDomainClaim(domain=domain, connection=connection) for domain in connection.allowed_domains
+            )
+    except IntegrityError:  # claimed by a concurrent write since the check above
+        raise _taken(connection.allowed_domains) from None
+
+
+def _taken(domains: list[str]) -> DomainTaken:
+    message = (
+        f"Already used by another active single sign-on connection: {', '.join(domains)}. A domain "
+        "belongs to one active connection."
+    )
+    return DomainTaken(message, fields={"allowed_domains": [message]})
+
+
+@transaction.atomic
+def sso_connection_create(
+    *,
+    organization: Organization,
+    name: str,
+    issuer: str,
+    client_id: str,
+    client_secret: str,
+    allowed_domains: list[str],
+    protocol: str = Protocol.OIDC,
+    default_role: str = MemberRole.MEMBER,
+    is_active: bool = True,
+    require_sso: bool = False,
+) -> SsoConnection:
+    _require_plan(organization)
+    fields = _clean(
+        {
+            "name": name,
+            "protocol": protocol,
+            "issuer": issuer,
+            "client_id": client_id,
+            "client_secret": client_secret,
+            "allowed_domains": allowed_domains,
+            "default_role": default_role,
+            "is_active": is_active,
+            "require_sso": require_sso,
+        }
+    )
+    secret = fields.pop("client_secret")
+    connection = SsoConnection(organization=organization, **fields)
+    _check_require_sso(connection)
+    connection.set_client_secret(secret)
+    connection.save()
+    _claim_domains(connection)
+    return connection
+
+
+@transaction.atomic
+def sso_connection_update(
+    *, connection: SsoConnection, client_secret: str | None = None, **changes
+) -> SsoConnection:
+    """Applies ``changes``; the secret is replaced only when one is given. Activating needs a paid
+    plan; deactivating also turns ``require_sso`` off unless the change says otherwise (then 400)."""
+    connection = (
+        SsoConnection.objects.select_for_update(of=("self",))
+        .select_related("organization")
+        .get(pk=connection.pk)
+    )
+    values = dict(changes)
+    if client_secret is not None:
+        values["client_secret"] = client_secret
+    fields = _clean(values)
+    if fields.get("is_active") and not connection.is_active:
+        _require_plan(connection.organization)
+    if fields.get("is_active") is False and "require_sso" not in fields:
+        fields["require_sso"] = False
+    secret = fields.pop("client_secret", None)
+    for field, value in fields.items():
+        setattr(connection, field, value)
+    _check_require_sso(connection)
+    if secret is not None:
+        connection.set_client_secret(secret)
+    connection.save()
+    if {"is_active", "allowed_domains"} & set(fields):
+        _claim_domains(connection)
+    return connection
+
+
+@transaction.atomic
+def sso_connection_delete(*, connection: SsoConnection) -> None:
+    connection.delete()  # its domain claims go with it

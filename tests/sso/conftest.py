@@ -1,0 +1,51 @@
+import secrets
+
+import pytest
+from django.db.models.signals import pre_save
+
+from apps.core.crypto import InvalidToken
+from apps.sso.models import SsoConnection
+from tests.secret_scan import ledger
+
+CONNECTIONS = "/api/v1/sso/connections"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sso_client_secrets_in_the_secret_scan():
+    """Every client secret stored in these tests goes into the run's secret scan
+    (tests/secret_scan.py): none may be found in a log, the audit log or a file the run leaves."""
+
+    def record(sender, instance: SsoConnection, **kwargs) -> None:
+        if instance.client_secret_encrypted:
+            try:
+                ledger.add(instance.client_secret())
+            except InvalidToken:
+                return
+
+    pre_save.connect(record, sender=SsoConnection, weak=False, dispatch_uid="sso-secrets-ledger")
+    yield
+    pre_save.disconnect(sender=SsoConnection, dispatch_uid="sso-secrets-ledger")
+
+
+def new_secret() -> str:
+    secret = f"oidc-secret-{secrets.token_urlsafe(24)}"
+    ledger.add(secret)
+    return secret
+
+
+def connection_body(**fields) -> dict:
+    body = {
+        "name": "Okta",
+        "issuer": "https://login.example.com/oauth2/default",
+        "client_id": "0oa1b2c3d4",
+        "client_secret": new_secret(),
+        "allowed_domains": ["example.com"],
+    }
+    body.update(fields)
+    return body
+
+
+def create_connection(client, **fields) -> dict:
+    response = client.post(CONNECTIONS, connection_body(**fields), format="json")
+    assert response.status_code == 201, response.content
+    return response.json()

@@ -187,6 +187,9 @@ def test_a_domain_is_free_again_once_its_connection_is_deactivated_or_deleted(
         "https://login.example.com/#x",
         "https://user:pw@login.example.com",
         " https://login.example.com",
+        "https://login.example.com/ä",
+        "https://login.example.com:99999",
+        "https://login.example.com/a b",
         "",
         42,
     ],
@@ -195,6 +198,14 @@ def test_an_issuer_that_is_no_https_url_is_400(session_client, issuer):
     response = session_client.post(CONNECTIONS, connection_body(issuer=issuer), format="json")
     assert response.status_code == 400, response.content
     assert list(response.json()["error"]["fields"]) == ["issuer"]
+
+
+@pytest.mark.parametrize(
+    "issuer",
+    ["https://login.example.com/", "https://127.0.0.1:8443/realms/acme", "https://Login.Example.com/v2.0"],
+)
+def test_an_https_issuer_is_kept_exactly(session_client, issuer):
+    assert create_connection(session_client, issuer=issuer)["issuer"] == issuer
 
 
 @pytest.mark.parametrize(

@@ -6,21 +6,27 @@ from apps.core.api.fields import StrictBooleanField, StrictCharField
 from apps.core.api.serializers import ClosedSerializer
 from apps.sso import services
 from apps.sso.models import MemberRole, Protocol, SsoConnection
-from apps.sso.validation import MAX_DOMAINS, clean_domain, clean_issuer
+from apps.sso.validation import (
+    DOMAIN_SCHEMA_PATTERN,
+    ISSUER_MAX_LENGTH,
+    ISSUER_SCHEMA_PATTERN,
+    MAX_DOMAINS,
+    clean_domain,
+    clean_issuer,
+)
 
 
 @extend_schema_field(
     {
         "type": "string",
-        "format": "uri",
-        "pattern": "^https://[^?#]+$",
-        "maxLength": 500,
+        "pattern": ISSUER_SCHEMA_PATTERN,
+        "maxLength": ISSUER_MAX_LENGTH,
         "description": "The OpenID Connect issuer: an https URL without query or fragment.",
     }
 )
 class IssuerField(StrictCharField):
     def __init__(self, **kwargs):
-        super().__init__(max_length=500, trim_whitespace=False, **kwargs)
+        super().__init__(max_length=ISSUER_MAX_LENGTH, trim_whitespace=False, **kwargs)
 
     def to_internal_value(self, data) -> str:
         try:
@@ -29,9 +35,10 @@ class IssuerField(StrictCharField):
             raise serializers.ValidationError(str(error)) from None
 
 
+@extend_schema_field({"type": "string", "pattern": DOMAIN_SCHEMA_PATTERN, "maxLength": 253})
 class DomainField(StrictCharField):
     def __init__(self, **kwargs):
-        super().__init__(max_length=253, **kwargs)
+        super().__init__(max_length=253, trim_whitespace=False, **kwargs)
 
     def to_internal_value(self, data) -> str:
         try:
@@ -110,4 +117,10 @@ class SsoConnectionWriteSchema(OpenApiSerializerExtension):
     def map_serializer(self, auto_schema, direction):
         schema = auto_schema._map_basic_serializer(self.target, direction)
         schema["additionalProperties"] = False
+        if not self.target.partial:  # a change's rule depends on the stored connection
+            schema["not"] = {
+                "required": ["require_sso", "is_active"],
+                "properties": {"require_sso": {"enum": [True]}, "is_active": {"enum": [False]}},
+                "description": "Only an active connection can require single sign-on.",
+            }
         return schema

@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "apps.webhooks",
     "apps.prompts",
     "apps.experiments",
+    "apps.sso",
     "apps.proxy",
     "apps.outbox",
     "apps.audit",

@@ -18,6 +18,7 @@ api_v1 = [
     path("", include("apps.webhooks.api.urls")),
     path("", include("apps.prompts.api.urls")),
     path("", include("apps.experiments.api.urls")),
+    path("", include("apps.sso.api.urls")),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path(

@@ -10,9 +10,19 @@ import hiredis  # a dependency of the project (pyproject.toml): replies and comm
 import redis
 import redis.asyncio as aioredis
 from django.conf import settings
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 # A Redis that has stopped answering must not hold a proxy request for long.
 _TIMEOUTS = {"socket_timeout": 0.5, "socket_connect_timeout": 0.5}
+
+
+def _retry(kind):
+    """One immediate retry (a pooled connection Redis closed is replaced at once), no back-off:
+    redis-py 8's default (three retries, exponential back-off) held every call about 4 s when Redis
+    refused connections, and the proxy would have waited that long before failing open."""
+    return kind(NoBackoff(), 1)
 
 
 def redis_key(*parts: str) -> str:
@@ -23,7 +33,7 @@ def redis_key(*parts: str) -> str:
 def sync_client() -> redis.Redis | None:
     if not settings.REDIS_URL:
         return None
-    return redis.Redis.from_url(settings.REDIS_URL, **_TIMEOUTS)
+    return redis.Redis.from_url(settings.REDIS_URL, retry=_retry(Retry), **_TIMEOUTS)
 
 
 class _HiredisPackingConnection(aioredis.Connection):
@@ -41,7 +51,7 @@ class _HiredisPackingConnection(aioredis.Connection):
 
 
 def _async_options(url: str) -> dict:
-    options = dict(_TIMEOUTS)
+    options = {**_TIMEOUTS, "retry": _retry(AsyncRetry)}
     if url.startswith("redis://"):  # TLS and Unix sockets keep their own connection classes
         options["connection_class"] = _HiredisPackingConnection
     return options

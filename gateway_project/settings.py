@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "rest_framework_simplejwt.token_blacklist",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI and Redoc served from here, not from a CDN
+    "django_htmx",  # htmx served from the package's static files, not from a CDN
     "apps.core",
     "apps.accounts",
     "apps.organizations",
@@ -46,6 +47,7 @@ INSTALLED_APPS = [
     "apps.prompts",
     "apps.experiments",
     "apps.sso",
+    "apps.console",
     "apps.proxy",
     "apps.outbox",
     "apps.audit",
@@ -172,6 +174,9 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "/admin/login/"
+# The organization's console (apps/console): its own sign-in page, where a session lands after it.
+CONSOLE_LOGIN_URL = "/console/login/"
+LOGIN_REDIRECT_URL = "/console/"
 # Every sign-in path counts failures and honours the lock-out (apps/accounts/login_throttle.py).
 AUTHENTICATION_BACKENDS = ["apps.accounts.login_throttle.ThrottledModelBackend"]
 

@@ -32,6 +32,7 @@ urlpatterns = [
     path("api/v1/", include(api_v1)),
     re_path(r"^api/.*$", core_views.api_not_found),
     path("admin/", admin.site.urls),
+    path("console/", include("apps.console.urls")),
     path("healthz", core_views.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
 ]

@@ -1,3 +1,5 @@
+from django.db.models import QuerySet
+
 from .models import ApiKey
 
 
@@ -19,3 +21,8 @@ def api_key_by_digest(digest: str) -> ApiKey | None:
         .filter(key_digest=digest)
         .first()
     )
+
+
+def api_keys_of(organization_id) -> QuerySet[ApiKey]:
+    """The organization's keys, newest first, with their team and limits (the console lists them)."""
+    return ApiKey.objects.filter(organization_id=organization_id).select_related("team", "limits")

@@ -49,3 +49,8 @@ def team_ids_of(*, user, organization_id) -> set:
             "team_id", flat=True
         )
     )
+
+
+def teams_of(organization_id) -> QuerySet[Team]:
+    """The organization's teams, by name, with their limits (the console lists them)."""
+    return Team.objects.filter(organization_id=organization_id).select_related("limits").order_by("name")

@@ -1,0 +1,110 @@
+"""Who may see a console page, in one place.
+
+Every console view is wrapped by ``console_view``: it needs a signed-in user (else the sign-in page),
+picks the organization the user works in (kept in the session, checked against their memberships on
+every request), and refuses server-side, with a 403 page, a role below the one the view needs. The view
+receives a ``Console`` and reads only ``console.organization``'s data, through the domain selectors, so
+another organization's object id answers 404 exactly like an id that does not exist.
+"""
+
+import functools
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.shortcuts import render
+
+from apps.accounts.models import User
+from apps.organizations.models import Membership, Organization, Role
+
+SESSION_ORGANIZATION = "console_organization_id"
+
+
+@dataclass(frozen=True)
+class Console:
+    user: User
+    organization: Organization
+    membership: Membership
+    memberships: tuple[Membership, ...]
+
+    @property
+    def role(self) -> str:
+        return self.membership.role
+
+    def can(self, role: Role) -> bool:
+        return self.membership.has_role(role)
+
+    @property
+    def can_change(self) -> bool:
+        return self.can(Role.ADMIN)
+
+    @property
+    def is_owner(self) -> bool:
+        return self.can(Role.OWNER)
+
+
+def console_of(request: HttpRequest) -> Console | None:
+    """The signed-in user's console in the organization their session chose (their first one when it
+    chose none, or chose one they no longer belong to); None without any membership."""
+    memberships = tuple(
+        Membership.objects.select_related("organization").filter(user=request.user).order_by("created_at")
+    )
+    if not memberships:
+        return None
+    chosen = request.session.get(SESSION_ORGANIZATION)
+    membership = next((m for m in memberships if str(m.organization_id) == chosen), memberships[0])
+    return Console(
+        user=request.user,
+        organization=membership.organization,
+        membership=membership,
+        memberships=memberships,
+    )
+
+
+def choose_organization(request: HttpRequest, organization_id: str) -> bool:
+    """Switches the session to one of the user's organizations; False for any other id."""
+    try:
+        organization_id = str(uuid.UUID(str(organization_id)))
+    except ValueError:
+        return False
+    if not Membership.objects.filter(user=request.user, organization_id=organization_id).exists():
+        return False
+    request.session[SESSION_ORGANIZATION] = organization_id
+    return True
+
+
+def forbidden(request: HttpRequest, console: Console | None, message: str) -> HttpResponse:
+    return render(request, "console/forbidden.html", {"console": console, "message": message}, status=403)
+
+
+def console_view(*, role: Role = Role.MEMBER, methods: Iterable[str] = ("GET",)) -> Callable:
+    """Decorates ``view(request, console, ...)``: only ``methods``, only a signed-in member of an
+    organization whose role is at least ``role``. CSRF is checked by Django's middleware on every
+    POST, as on any Django form."""
+    allowed = tuple(methods)
+
+    def decorate(view: Callable) -> Callable:
+        @functools.wraps(view)
+        def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+            if request.method not in allowed:
+                return HttpResponseNotAllowed(allowed)
+            if not request.user.is_authenticated:
+                return redirect_to_login(request.get_full_path(), settings.CONSOLE_LOGIN_URL)
+            console = console_of(request)
+            if console is None:
+                return forbidden(
+                    request,
+                    None,
+                    "Your account does not belong to any organization yet. Ask an owner to add you.",
+                )
+            if not console.can(role):
+                return forbidden(request, console, f"This needs the {role} role; yours is {console.role}.")
+            request.console = console  # the templates' navigation reads it
+            return view(request, console, *args, **kwargs)
+
+        return wrapper
+
+    return decorate

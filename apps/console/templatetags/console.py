@@ -1,0 +1,42 @@
+from decimal import Decimal
+
+from django import template
+
+from apps.limits.api.serializers import attached_limits, money
+
+register = template.Library()
+
+
+@register.filter
+def usd(value) -> str:
+    """A Decimal as dollars: "$12.5", "$0"; empty for None."""
+    if value is None or value == "":
+        return ""
+    return f"${money(Decimal(value))}"
+
+
+@register.filter
+def budget_summary(instance) -> str:
+    """A team's, key's or organization's budget in a few words: "$25 monthly", or "—"."""
+    limits = attached_limits(instance)
+    if limits is None or limits.budget_usd is None:
+        return "—"
+    return f"{usd(limits.budget_usd)} {limits.budget_period}"
+
+
+@register.filter
+def rate_summary(instance) -> str:
+    """ "60 rpm · 10000 tpm", or "—"."""
+    limits = attached_limits(instance)
+    if limits is None:
+        return "—"
+    parts = [
+        f"{limits.rpm} rpm" if limits.rpm is not None else "",
+        f"{limits.tpm} tpm" if limits.tpm is not None else "",
+    ]
+    return " · ".join(part for part in parts if part) or "—"
+
+
+@register.filter
+def field_errors(errors: dict, name: str) -> list[str]:
+    return (errors or {}).get(name, [])

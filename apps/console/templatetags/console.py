@@ -1,7 +1,9 @@
 from decimal import Decimal
 
 from django import template
+from django.urls import reverse
 
+from apps.console.areas import area_modules
 from apps.limits.api.serializers import attached_limits, money
 
 register = template.Library()
@@ -40,3 +42,19 @@ def rate_summary(instance) -> str:
 @register.filter
 def field_errors(errors: dict, name: str) -> list[str]:
     return (errors or {}).get(name, [])
+
+
+@register.inclusion_tag("console/includes/nav.html", takes_context=True)
+def console_navigation(context) -> dict:
+    match = context["request"].resolver_match
+    current = match.url_name if match else ""
+    return {
+        "links": [
+            (
+                module.NAVIGATION.label,
+                reverse(module.NAVIGATION.url_name),
+                current.startswith(module.NAVIGATION.current_prefix),
+            )
+            for module in area_modules()
+        ]
+    }

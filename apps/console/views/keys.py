@@ -2,10 +2,12 @@
 
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import path
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 
 from apps.console.access import Console, console_view
+from apps.console.areas import Navigation
 from apps.console.forms import check, limits_input, service_errors, text
 from apps.core.errors import GatewayError
 from apps.keys import selectors, services
@@ -145,3 +147,14 @@ def api_key_revoke(request, console: Console, key_id):
     services.api_key_revoke(api_key=api_key)
     messages.success(request, f"Revoked {api_key.name}; requests with it are refused from now on.")
     return redirect("console:api-key", key_id=api_key.id)
+
+
+NAVIGATION = Navigation("API keys", "console:api-keys", "api-key")
+
+urlpatterns = [
+    path("api-keys/", api_key_list, name="api-keys"),
+    path("api-keys/new", api_key_create, name="api-key-create"),
+    path("api-keys/<uuid:key_id>/", api_key_detail, name="api-key"),
+    path("api-keys/<uuid:key_id>/edit", api_key_update, name="api-key-update"),
+    path("api-keys/<uuid:key_id>/revoke", api_key_revoke, name="api-key-revoke"),
+]

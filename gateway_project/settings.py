@@ -127,6 +127,18 @@ if REDIS_URL:
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
+# The console's live tail (apps/console): across processes through Redis; in the embedded default
+# (one Daphne process) in memory.
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": f"{REDIS_KEY_PREFIX}:channels"},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
 # --- Celery ---------------------------------------------------------------------------------
 # Redis when there is one; otherwise kombu's filesystem transport, a real broker that needs no
 # server, so `make run` still starts a worker and beat and no task ever runs inside a request.

@@ -30,6 +30,7 @@ AREAS = (
     "tail",
     "webhooks",
     "organization",
+    "sso",
 )
 
 

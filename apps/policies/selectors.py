@@ -1,8 +1,14 @@
 """Reads of policies."""
 
-from django.db.models import QuerySet
+import uuid
 
-from .engine import PolicySnapshot
+from django.db.models import Q, QuerySet
+
+from apps.core.errors import InvalidRequest
+from apps.keys.models import ApiKey
+from apps.teams.models import Team
+
+from .engine import CHAT, EMBEDDINGS, PolicyEngine, PolicySnapshot
 from .models import Policy
 
 
@@ -31,3 +37,64 @@ def snapshot(policy: Policy) -> PolicySnapshot:
         api_keys=frozenset(policy.scope_api_keys),
         models=frozenset(policy.scope_models),
     )
+
+
+def policy_dry_run(
+    *,
+    organization_id,
+    model: str,
+    messages: list | None = None,
+    input=None,
+    team: str | None = None,
+    api_key=None,
+) -> dict:
+    """What the organization's active policies would do to a sample request (``messages`` for chat
+    completions or ``input`` for embeddings, one of them), with nothing sent and nothing recorded:
+    the answer of ``POST /api/v1/policies/dry-run``. ``team`` is a team's id or slug and ``api_key``
+    an API key's id, both of the organization; another organization's is refused exactly like an
+    unknown one (400 ``validation_error`` on that field)."""
+    team_id = _dry_run_team_id(organization_id, team)
+    api_key_id = _dry_run_api_key_id(organization_id, api_key)
+    engine = PolicyEngine.build(active_policy_snapshots(organization_id))
+    endpoint, field = (CHAT, "messages") if messages is not None else (EMBEDDINGS, "input")
+    sample = messages if messages is not None else input
+    context = {"model": model, "team_id": team_id, "api_key_id": api_key_id}
+    verdict = engine.check_request({field: sample}, endpoint=endpoint, **context)
+    return {
+        "action": verdict.action,
+        "reason": verdict.reason,
+        "blocked": verdict.blocked is not None,
+        "decisions": [decision.as_record() for decision in verdict.decisions],
+        field: verdict.body[field],
+        "redacts_response": engine.response_redactor(**context) is not None,
+    }
+
+
+def _dry_run_team_id(organization_id, value: str | None) -> str | None:
+    if value is None:
+        return None
+    match = Q(slug=value)
+    try:
+        match |= Q(id=uuid.UUID(str(value)))
+    except ValueError:
+        pass
+    team = Team.objects.filter(organization_id=organization_id).filter(match).first()
+    if team is None:
+        raise _unknown("team", "No such team in this organization.")
+    return str(team.id)
+
+
+def _dry_run_api_key_id(organization_id, value) -> str:
+    if value is None:
+        return ""
+    try:
+        value = uuid.UUID(str(value))
+    except ValueError:
+        raise _unknown("api_key", "No such API key in this organization.") from None
+    if not ApiKey.objects.filter(organization_id=organization_id, id=value).exists():
+        raise _unknown("api_key", "No such API key in this organization.")
+    return str(value)
+
+
+def _unknown(field: str, message: str) -> InvalidRequest:
+    return InvalidRequest(message, code="validation_error", param=field, fields={field: [message]})

@@ -4,7 +4,7 @@ import uuid
 
 from django.db.models import Prefetch, Q, QuerySet
 
-from .catalog import PromptCatalog, TemplateSnapshot, version_snapshot
+from .catalog import PromptCatalog, Rendered, TemplateSnapshot, render_request, version_snapshot
 from .models import PromptLabel, PromptLabelMove, PromptTemplate, PromptVersion
 
 
@@ -67,3 +67,28 @@ def template_snapshot(template: PromptTemplate) -> TemplateSnapshot:
         labels={label.name: label.version.number for label in template.labels.all()},
         latest=max(versions, default=None),
     )
+
+
+def label_moves_of(template: PromptTemplate) -> QuerySet[PromptLabelMove]:
+    """Every set, move and removal of every label of the template, newest first."""
+    return (
+        PromptLabelMove.objects.filter(template=template)
+        .select_related("moved_by")
+        .order_by("-created_at", "-id")
+    )
+
+
+def template_render(template: PromptTemplate, *, version=None, variables=None) -> Rendered:
+    """What ``version`` (a number, digits or a label; default ``production``) of the template
+    renders with ``variables``, exactly as the proxy would, without calling a model: the answer of
+    ``POST /api/v1/prompt-templates/{id}/render``. Raises the proxy's errors (400
+    ``prompt_not_found``, ``prompt_variable_missing``, ``prompt_variable_unknown``,
+    ``invalid_prompt``)."""
+    snapshot = template_snapshot(template)
+    catalog = PromptCatalog(by_slug={snapshot.slug: snapshot}, by_id={snapshot.id: snapshot})
+    prompt: dict = {"id": snapshot.id}
+    if version is not None:
+        prompt["version"] = version
+    if variables is not None:
+        prompt["variables"] = variables
+    return render_request(catalog, prompt)

@@ -2,7 +2,17 @@
 
 from django.db.models import QuerySet
 
-from .models import WebhookDelivery
+from .models import Webhook, WebhookDelivery
+
+
+def webhooks_of(organization_id) -> QuerySet[Webhook]:
+    """The organization's webhooks, newest first."""
+    return Webhook.objects.filter(organization_id=organization_id).order_by("-created_at")
+
+
+def deliveries_of(organization_id) -> QuerySet[WebhookDelivery]:
+    """The organization's delivery history (one row per attempt), newest first."""
+    return WebhookDelivery.objects.filter(organization_id=organization_id).order_by("-created_at", "-id")
 
 
 def deliveries_matching(

@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export HOST PORT
 
-.PHONY: install run test lint format migrate admin worker clean bench
+.PHONY: install run test lint format migrate admin worker clean bench chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,8 +38,17 @@ format: install
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-test: lint
+# The suite, then the browser tests in their own process (tests/e2e/conftest.py says why).
+test: lint chromium
 	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest tests/e2e
+
+# Debian's chromium for the browser tests; installed when missing and we are root.
+chromium:
+	@command -v chromium >/dev/null || { test "$$(id -u)" = 0 && \
+		{ apt-get install -y -q chromium >/dev/null 2>&1 || \
+		  { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; }; } || \
+		{ echo "The browser tests need Debian's chromium: sudo apt-get install -y chromium"; exit 1; }
 
 # The gateway's overhead against a zero-latency upstream (bench/run.py): prints a table and rewrites
 # the generated block of docs/benchmarks.md. About a minute; needs wrk (installed when root).

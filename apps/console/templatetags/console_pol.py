@@ -1,0 +1,186 @@
+"""Filters of the policies, prompts, experiments and webhooks pages: numbers of an experiment's
+results as people read them, and JSON shown as it is stored."""
+
+import json
+import math
+from decimal import Decimal, InvalidOperation
+
+from django import template
+
+register = template.Library()
+
+NONE = "—"
+# How each compared metric of an experiment's results reads.
+METRICS = {
+    "error_rate": ("Error rate", "percent"),
+    "latency_ms_mean": ("Mean latency", "ms"),
+    "cost_per_request_usd": ("Cost per request", "usd"),
+    "feedback_score": ("Feedback score", "number"),
+}
+
+
+def _finite(value) -> float | None:
+    if value is None or value == "" or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+@register.filter
+def number(value, digits=1) -> str:
+    """``12.345`` -> ``12.3``; ``—`` for nothing."""
+    found = _finite(value)
+    if found is None:
+        return NONE
+    return f"{found:,.{int(digits)}f}"
+
+
+@register.filter
+def percent(value, digits=1) -> str:
+    """A rate (0.125) as ``12.5 %``."""
+    found = _finite(value)
+    if found is None:
+        return NONE
+    return f"{found * 100:.{int(digits)}f} %"
+
+
+@register.filter
+def ms(value) -> str:
+    found = _finite(value)
+    if found is None:
+        return NONE
+    return f"{found:,.1f} ms"
+
+
+@register.filter
+def dollars(value) -> str:
+    """A decimal string of USD as ``$0.00001234`` (trailing zeros kept to 8 places, as the API)."""
+    if value is None or value == "":
+        return NONE
+    try:
+        amount = Decimal(str(value))
+    except InvalidOperation:
+        return NONE
+    sign = "-" if amount < 0 else ""
+    return f"{sign}${abs(amount)}"
+
+
+def _format(value, kind: str) -> str:
+    if kind == "percent":
+        return percent(value, 2)
+    if kind == "ms":
+        return ms(value)
+    if kind == "usd":
+        return dollars(value)
+    if kind == "pp":  # a difference of two rates, in percentage points
+        found = _finite(value)
+        return NONE if found is None else f"{found * 100:+.2f} pp"
+    if kind == "signed":
+        found = _finite(value)
+        return NONE if found is None else f"{found:+,.3f}"
+    return number(value, 3)
+
+
+@register.filter
+def interval(pair, kind="number") -> str:
+    """A 95 % interval ``[low, high]`` as ``low to high`` in the unit ``kind`` (``percent``, ``ms``,
+    ``usd``, ``pp``, ``number``); ``—`` while there is none."""
+    if not pair or len(pair) != 2:
+        return NONE
+    return f"{_format(pair[0], kind)} to {_format(pair[1], kind)}"
+
+
+@register.filter
+def metric_label(metric: str) -> str:
+    return METRICS.get(metric, (metric.replace("_", " ").capitalize(), "number"))[0]
+
+
+@register.filter
+def metric_value(value, metric: str) -> str:
+    """A compared value (the control's or the variant's) in its metric's unit."""
+    return _format(value, METRICS.get(metric, ("", "number"))[1])
+
+
+@register.filter
+def metric_difference(value, metric: str) -> str:
+    """A variant's difference from the control, signed, in its metric's unit."""
+    kind = METRICS.get(metric, ("", "number"))[1]
+    if kind == "percent":
+        return _format(value, "pp")
+    if kind == "usd":
+        formatted = dollars(value)
+        return formatted if formatted.startswith(("-", NONE)) else f"+{formatted}"
+    if kind == "ms":
+        found = _finite(value)
+        return NONE if found is None else f"{found:+,.1f} ms"
+    return _format(value, "signed")
+
+
+@register.filter
+def difference_interval(pair, metric: str) -> str:
+    kind = METRICS.get(metric, ("", "number"))[1]
+    return interval(pair, "pp" if kind == "percent" else kind)
+
+
+@register.filter
+def p_value(value) -> str:
+    found = _finite(value)
+    if found is None:
+        return NONE
+    if found < 0.001:
+        return "< 0.001"
+    return f"{found:.3f}"
+
+
+@register.filter
+def verdict_class(verdict) -> str:
+    """A CSS modifier for a verdict: ``better``, ``worse``, ``same`` or ``unknown``."""
+    return {
+        "variant better": "better",
+        "variant worse": "worse",
+        "no difference": "same",
+    }.get(verdict, "unknown")
+
+
+@register.filter
+def pretty_json(value) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+
+
+@register.filter
+def compact_json(value) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+@register.filter
+def lookup(mapping, key):
+    """``mapping[key]``, or None."""
+    try:
+        return mapping.get(key) if hasattr(mapping, "get") else mapping[key]
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+@register.filter
+def lines(values) -> str:
+    """A list as the text of a one-item-per-line textarea."""
+    return "\n".join(str(value) for value in values or ())
+
+
+@register.filter
+def as_str(value) -> str:
+    return "" if value is None else str(value)
+
+
+@register.filter
+def getlist(form, name: str) -> list:
+    """Every value a posted form sent under ``name`` (checkboxes)."""
+    return form.getlist(name) if hasattr(form, "getlist") else []
+
+
+@register.filter
+def is_text(value) -> bool:
+    return isinstance(value, str)

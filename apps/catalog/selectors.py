@@ -3,8 +3,10 @@
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db.models import QuerySet
+
 from .models import ModelAlias, ModelPrice
-from .pricing import Price, in_force, shipped_price
+from .pricing import SHIPPED_PRICES, Price, in_force, shipped_price
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,3 +70,37 @@ def price_at(
         if price is not None:
             return price
     return shipped_price(provider, model, at)
+
+
+# --- The console's reads ---------------------------------------------------------------------------
+
+
+def model_aliases_of(organization_id) -> QuerySet[ModelAlias]:
+    """The organization's aliases by name, with their deployments (in priority order)."""
+    return ModelAlias.objects.filter(organization_id=organization_id).prefetch_related("deployments")
+
+
+def model_prices_of(organization_id) -> QuerySet[ModelPrice]:
+    """The organization's price versions, per provider and model, newest first."""
+    return ModelPrice.objects.filter(organization_id=organization_id).order_by(
+        "provider", "model", "-effective_from"
+    )
+
+
+def prices_in_force(organization_id, pairs, at: datetime) -> dict[tuple[str, str], Price | None]:
+    """The price each (provider, model) costs at ``at``: the organization's version in force, else the
+    shipped one (``price_at``), else None (such a model costs 0)."""
+    versions = price_versions(organization_id)
+    return {pair: price_at(versions, *pair, at) for pair in set(pairs)}
+
+
+def shipped_prices() -> list[tuple[str, str, Price]]:
+    """The list prices the gateway ships with, by provider and model."""
+    return sorted(
+        (
+            (provider, model, price)
+            for (provider, model), prices in SHIPPED_PRICES.items()
+            for price in prices
+        ),
+        key=lambda row: (row[0], row[1], row[2].effective_from),
+    )

@@ -56,6 +56,17 @@ SUMMARY_FIELDS = (
 )
 
 
+def entries_of(organization_id) -> QuerySet[AuditEntry]:
+    """The organization's entries: where every read of one organization's log starts (the API's
+    viewsets start from the same filter through ``OrganizationScopedViewSet``; the console here)."""
+    return AuditEntry.objects.filter(organization_id=organization_id)
+
+
+def latest_summaries(organization_id, *, limit: int) -> QuerySet[AuditEntry]:
+    """The organization's last ``limit`` entries, newest first, as the log list shows them."""
+    return log_summaries(entries_of(organization_id)).order_by("-created_at", "-id")[:limit]
+
+
 def entries_matching(
     entries: QuerySet[AuditEntry],
     *,

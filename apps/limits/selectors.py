@@ -100,6 +100,21 @@ def limits_of(*, organization, team=None, api_key=None) -> Limits | None:
     return Limits.objects.filter(organization=organization, team=team, api_key=api_key).first()
 
 
+def budgets_of(organization_id) -> list[Limits]:
+    """The organization's budgets: its own first, then its teams' by name, then its active keys' by
+    name (the console's dashboard shows their burn). A revoked key's budget no longer applies."""
+    rows = Limits.objects.filter(organization_id=organization_id, budget_usd__isnull=False).select_related(
+        "team", "api_key"
+    )
+    rows = [row for row in rows if row.api_key is None or row.api_key.is_active]
+    order = {Scope.ORGANIZATION: 0, Scope.TEAM: 1, Scope.API_KEY: 2}
+
+    def name(row: Limits) -> str:
+        return row.team.name if row.team is not None else row.api_key.name if row.api_key is not None else ""
+
+    return sorted(rows, key=lambda row: (order[row.scope], name(row).lower(), str(row.pk)))
+
+
 def budget_representation(limits: Limits | None) -> dict | None:
     if limits is None or limits.budget_usd is None:
         return None

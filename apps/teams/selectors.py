@@ -4,6 +4,8 @@ from dataclasses import dataclass
 
 from django.db.models import QuerySet
 
+from apps.accounts.models import User
+
 from .models import Team, TeamMembership
 
 
@@ -54,3 +56,12 @@ def team_ids_of(*, user, organization_id) -> set:
 def teams_of(organization_id) -> QuerySet[Team]:
     """The organization's teams, by name, with their limits (the console lists them)."""
     return Team.objects.filter(organization_id=organization_id).select_related("limits").order_by("name")
+
+
+def team_member_candidates(team: Team) -> QuerySet[User]:
+    """The users of the team's organization who are not members of the team yet, by email."""
+    return (
+        User.objects.filter(memberships__organization_id=team.organization_id)
+        .exclude(team_memberships__team=team)
+        .order_by("email")
+    )

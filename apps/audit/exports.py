@@ -19,7 +19,7 @@ import logging
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -30,6 +30,7 @@ from django.db.models import QuerySet
 from apps.organizations.models import Organization
 from apps.teams.models import Team
 
+from . import selectors
 from .models import AuditEntry
 from .periods import TimeRange, format_instant
 
@@ -112,6 +113,10 @@ class ExportQuery:
     team_id: uuid.UUID | None = None
     team_name: str | None = None  # None when the team no longer exists (its entries remain)
     policy: str | None = None
+    # The log list's other filters (the console exports what its log page shows): keyword arguments
+    # of ``selectors.entries_matching``, and the parameters as given, named in the header.
+    matching: dict[str, Any] = field(default_factory=dict)
+    matching_parameters: dict[str, str] = field(default_factory=dict)
 
     def filename(self, kind: str) -> str:
         def stamp(value: datetime) -> str:
@@ -134,6 +139,8 @@ def entries_in_range(query: ExportQuery) -> QuerySet[AuditEntry]:
     )
     if query.team_id is not None:
         entries = entries.filter(team_id=query.team_id)
+    if query.matching:
+        entries = selectors.entries_matching(entries, **query.matching)
     if query.policy is not None:
         if connections[entries.db].features.supports_json_field_contains:
             entries = entries.filter(policy_decisions__contains=[{"policy": query.policy}])
@@ -255,7 +262,7 @@ def _header(query: ExportQuery, kind: str, columns: tuple[str, ...]) -> str:
                 "export": kind,
                 "organization": {"id": str(organization.pk), "name": organization.name},
                 "range": {"from": start, "to": end, "period": query.range.period, "half_open": True},
-                "filters": {"team": team, "policy": query.policy},
+                "filters": {"team": team, "policy": query.policy, **query.matching_parameters},
                 "generated_at": format_instant(query.generated_at),
                 "columns": list(columns),
             }
@@ -267,6 +274,7 @@ def _header(query: ExportQuery, kind: str, columns: tuple[str, ...]) -> str:
         )
     if query.policy is not None:
         filters.append(f"policy={query.policy}")
+    filters += [f"{name}={value}" for name, value in query.matching_parameters.items()]
     period = f" (period {query.range.period})" if query.range.period else ""
     lines = [
         f"LLM gateway {kind} export",

@@ -70,7 +70,8 @@ async def _export_query(
     )
 
 
-def _attachment(query: exports.ExportQuery, kind: str, body) -> StreamingHttpResponse:
+def attachment(query: exports.ExportQuery, kind: str, body) -> StreamingHttpResponse:
+    """An export as a streamed download: these views', and the console's (apps/console/views/logs.py)."""
     response = StreamingHttpResponse(body, content_type=exports.CONTENT_TYPES[query.export_format])
     response["Content-Disposition"] = f'attachment; filename="{query.filename(kind)}"'
     response["Cache-Control"] = "no-store"
@@ -82,11 +83,11 @@ def _attachment(query: exports.ExportQuery, kind: str, body) -> StreamingHttpRes
 async def compliance_export(request: HttpRequest, session: SessionContext) -> HttpResponse:
     """Every audit entry of a required range (optionally one team or one policy), oldest first."""
     query = await _export_query(request.GET, session, default_period=None)
-    return _attachment(query, "compliance", exports.compliance_export(query))
+    return attachment(query, "compliance", exports.compliance_export(query))
 
 
 @organization_view(role=POLICY_EXPORT_ROLE)
 async def policy_export(request: HttpRequest, session: SessionContext) -> HttpResponse:
     """Policy hits per policy and action, over the range and per day; the last 30 days by default."""
     query = await _export_query(request.GET, session, default_period="30d")
-    return _attachment(query, "policy", exports.policy_export(query))
+    return attachment(query, "policy", exports.policy_export(query))

@@ -1,0 +1,235 @@
+"""Logs: the audit log browser, one entry's page, and its exports.
+
+The list takes every filter of ``GET /api/v1/analytics/logs``, read by the API's own
+``LogQuerySerializer`` (a bad one answers 400 with the API's message) and its cursor pagination;
+an entry's page shows what ``GET /api/v1/analytics/logs/{log_id}`` answers (``AuditEntrySerializer``:
+bodies only as the organization keeps them). The exports stream the compliance export
+(``apps.audit.exports``) of the entries the current filters select, as CSV or JSON Lines; like the
+API's export, they are for admins and owners (every entry of a range at once is bulk extraction,
+while a member reads the log entry by entry).
+"""
+
+from datetime import timedelta
+from decimal import Decimal
+from urllib.parse import urlsplit
+
+from django.shortcuts import get_object_or_404, render
+from django.urls import path
+from django.utils import timezone
+from rest_framework.exceptions import APIException, NotFound, ValidationError
+from rest_framework.request import Request
+
+from apps.audit import exports, selectors
+from apps.audit.api.exports import COMPLIANCE_EXPORT_ROLE, attachment
+from apps.audit.api.serializers import AuditEntrySerializer, LogQuerySerializer
+from apps.audit.api.views import AuditLogPagination
+from apps.audit.periods import TimeRange
+from apps.console.access import Console, console_view
+from apps.console.areas import Navigation
+from apps.core.api.exceptions import management_exception_handler
+from apps.core.brand import header_names
+from apps.keys.selectors import api_keys_of
+from apps.teams.selectors import teams_of
+
+# The list's filters, as the API names its query parameters.
+FILTERS = (
+    "period",
+    "from",
+    "to",
+    "team",
+    "api_key",
+    "model",
+    "provider",
+    "prompt",
+    "status",
+    "policy_action",
+    "cache",
+    "request_id",
+    "limit",
+)
+# Those an export narrows by besides the range and the team (named in the export's header).
+_EXPORT_MATCHING = (
+    "api_key",
+    "model",
+    "provider",
+    "prompt",
+    "status",
+    "policy_action",
+    "cache",
+    "request_id",
+)
+PROVIDERS = ("openai", "anthropic", "azure_openai", "openai_compatible")
+
+
+def api_error(exc: APIException) -> dict:
+    """``{"message", "fields"}`` exactly as the management API answers ``exc``."""
+    error = management_exception_handler(exc, {"request": None, "view": None}).data["error"]
+    return {"message": error["message"], "code": error["code"], "fields": error.get("fields") or {}}
+
+
+def _relative(url: str | None) -> str | None:
+    """DRF's absolute next/previous link as this page's path and query."""
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    return f"{parts.path}?{parts.query}" if parts.query else parts.path
+
+
+def _filters_context(console: Console, request) -> dict:
+    organization_id = console.organization.id
+    given = {name: request.GET.get(name, "") for name in FILTERS}
+    teams, api_keys = teams_of(organization_id), api_keys_of(organization_id).order_by("name")
+    return {
+        "console": console,
+        "filters": given,
+        "filtered": any(value for name, value in given.items() if name != "limit"),
+        "teams": teams,
+        "api_keys": api_keys,
+        # A filter by an id that names none of the organization's teams or keys (deleted, mistyped,
+        # another organization's) matches nothing; the form still shows it.
+        "unknown_team": given["team"] and given["team"] not in {str(team.id) for team in teams},
+        "unknown_api_key": given["api_key"] and given["api_key"] not in {str(key.id) for key in api_keys},
+        "providers": PROVIDERS,
+        "statuses": ("2xx", "4xx", "5xx", "error"),
+        "policy_actions": selectors.POLICY_ACTIONS,
+        "cache_values": selectors.CACHE_VALUES,
+        "periods": ("24h", "7d", "30d", "mtd"),
+        "can_export": console.can(COMPLIANCE_EXPORT_ROLE),
+    }
+
+
+def _refused(request, context: dict, exc: APIException):
+    error = api_error(exc)
+    return render(
+        request,
+        "console/logs/list.html",
+        {**context, "error": error, "entries": [], "bad_filter": True},
+        status=exc.status_code,
+    )
+
+
+@console_view()
+def log_list(request, console: Console):
+    context = _filters_context(console, request)
+    query = LogQuerySerializer(data=request.GET)
+    if not query.is_valid():
+        return _refused(request, context, ValidationError(query.errors))
+    entries = selectors.log_summaries(
+        selectors.entries_matching(selectors.entries_of(console.organization.id), **query.validated_data)
+    )
+    paginator = AuditLogPagination()
+    try:
+        page = paginator.paginate_queryset(entries, Request(request))
+    except (ValidationError, NotFound) as exc:  # a bad limit (400); a tampered cursor (404)
+        return _refused(request, context, exc)
+    team_names = {team.id: team.name for team in context["teams"]}
+    return render(
+        request,
+        "console/logs/list.html",
+        {
+            **context,
+            "entries": [(entry, team_names.get(entry.team_id)) for entry in page],
+            "next": _relative(paginator.get_next_link()),
+            "previous": _relative(paginator.get_previous_link()),
+            "export_parameters": _export_parameters(request),
+        },
+    )
+
+
+def _export_parameters(request) -> str:
+    """The current filters as a query string for the export links (not the page's cursor or size)."""
+    params = request.GET.copy()
+    for name in ("cursor", "limit", "export_format"):
+        params.pop(name, None)
+    return params.urlencode()
+
+
+def _gateway_headers(entry: dict) -> list[tuple[str, str]]:
+    """The ``x-gateway-*`` headers the client got, as the entry recorded their values (the proxy
+    sends ``-cost-usd`` on answers that were not streamed, ``-ttft-ms`` on streams, the provider and
+    model when an upstream was chosen, the policy pair when a policy acted)."""
+    names = header_names()
+    headers = [(names.request_id, str(entry["log_id"])), (names.cache, entry["cache"])]
+    if entry["provider"]:
+        headers += [(names.provider, entry["provider"]), (names.model, entry["model"])]
+    if entry["stream"]:
+        if entry["ttft_ms"] is not None:
+            headers.append((names.ttft, f"{entry['ttft_ms']:.2f}"))
+    else:
+        headers.append((names.cost, entry["cost_usd"]))
+    headers.append((names.latency, f"{entry['latency_ms']:.2f}"))
+    if entry["policy_action"]:
+        headers += [
+            (names.policy_action, entry["policy_action"]),
+            (names.policy_reason, entry["policy_reason"]),
+        ]
+    if entry["experiment_id"]:
+        headers += [
+            (names.experiment, str(entry["experiment_id"])),
+            (names.variant, entry["experiment_variant"]),
+        ]
+    return headers
+
+
+@console_view()
+def log_detail(request, console: Console, log_id):
+    entry = get_object_or_404(selectors.entries_of(console.organization.id), pk=log_id)
+    data = AuditEntrySerializer(entry).data
+    team = teams_of(console.organization.id).filter(pk=entry.team_id).first() if entry.team_id else None
+    api_key = (
+        api_keys_of(console.organization.id).filter(pk=entry.api_key_id).first() if entry.api_key_id else None
+    )
+    return render(
+        request,
+        "console/logs/detail.html",
+        {
+            "console": console,
+            "entry": data,
+            "team": team,
+            "api_key": api_key,
+            "headers": _gateway_headers(data),
+            "saved": Decimal(data["cache_savings_usd"]) > 0,
+        },
+    )
+
+
+@console_view(role=COMPLIANCE_EXPORT_ROLE)
+def log_export(request, console: Console, export_format: str):
+    """The compliance export of the entries the log's filters select; without a range, everything
+    the organization keeps (its retention)."""
+    query = LogQuerySerializer(data=request.GET)
+    if not query.is_valid():
+        return _refused(request, _filters_context(console, request), ValidationError(query.errors))
+    matching = dict(query.validated_data)
+    now = timezone.now()
+    start, end = matching.pop("start"), matching.pop("end")
+    if start is None:
+        start, end = now - timedelta(days=console.organization.log_retention_days), now
+    period = request.GET.get("period") or None
+    team_id = matching.pop("team_id", None)
+    team_name = None
+    if team_id is not None:
+        team_name = (
+            teams_of(console.organization.id).filter(pk=team_id).values_list("name", flat=True).first()
+        )
+    export_query = exports.ExportQuery(
+        organization=console.organization,
+        range=TimeRange(start=start, end=end, period=period),
+        export_format=export_format,
+        generated_at=now,
+        team_id=team_id,
+        team_name=team_name,
+        matching=matching,
+        matching_parameters={name: request.GET[name] for name in _EXPORT_MATCHING if request.GET.get(name)},
+    )
+    return attachment(export_query, "compliance", exports.compliance_export(export_query))
+
+
+NAVIGATION = Navigation("Logs", "console:logs", "log")
+
+urlpatterns = [
+    path("logs/", log_list, name="logs"),
+    path("logs/export.csv", log_export, {"export_format": "csv"}, name="log-export-csv"),
+    path("logs/export.jsonl", log_export, {"export_format": "jsonl"}, name="log-export-jsonl"),
+    path("logs/<uuid:log_id>/", log_detail, name="log"),
+]

@@ -33,6 +33,12 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI and Redoc served from here, not from a CDN
     "django_htmx",  # htmx served from the package's static files, not from a CDN
+    # Console sign-in (docs/sso.md): allauth's login flow with its two-factor stage, and OpenID
+    # Connect single sign-on through the organizations' connections (apps/sso/provider.py).
+    "allauth",
+    "allauth.account",
+    "allauth.socialaccount",
+    "allauth.mfa",
     "apps.core",
     "apps.accounts",
     "apps.organizations",
@@ -63,6 +69,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "allauth.account.middleware.AccountMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -192,6 +199,38 @@ LOGIN_REDIRECT_URL = "/console/"
 # Every sign-in path counts failures and honours the lock-out (apps/accounts/login_throttle.py).
 AUTHENTICATION_BACKENDS = ["apps.accounts.login_throttle.ThrottledModelBackend"]
 
+# The console's sign-in (docs/sso.md) is django-allauth's login flow: email and password, then its
+# two-factor stage (TOTP with recovery codes); or OpenID Connect single sign-on, whose apps are the
+# organizations' SsoConnections, built at request time (apps/sso/adapter.py). No public sign-up:
+# owners and admins add people, single sign-on adds its organization's members just in time.
+ACCOUNT_ADAPTER = "apps.accounts.adapter.AccountAdapter"
+ACCOUNT_FORMS = {"login": "apps.accounts.forms.ConsoleLoginForm"}
+ACCOUNT_LOGIN_METHODS = {"email"}
+ACCOUNT_SIGNUP_FIELDS = ["email*", "password1*"]
+ACCOUNT_USER_MODEL_USERNAME_FIELD = None
+ACCOUNT_UNIQUE_EMAIL = True
+ACCOUNT_EMAIL_VERIFICATION = "none"  # accounts are made by people the organization trusts, or its IdP
+ACCOUNT_SESSION_REMEMBER = True
+ACCOUNT_LOGOUT_ON_GET = False  # sign-out is a POST (CSRF), never a link a page can make you follow
+ACCOUNT_LOGOUT_REDIRECT_URL = CONSOLE_LOGIN_URL
+# Failed passwords are counted by apps/accounts/login_throttle.py alone (the adapter asks it);
+# allauth's own counter would lock out on a different rule and say it differently.
+ACCOUNT_RATE_LIMITS = {"login_failed": None}
+SOCIALACCOUNT_ADAPTER = "apps.sso.adapter.SsoAccountAdapter"
+SOCIALACCOUNT_AUTO_SIGNUP = True
+SOCIALACCOUNT_EMAIL_AUTHENTICATION = False  # apps/sso/adapter.py links accounts, after its checks
+SOCIALACCOUNT_STORE_TOKENS = False  # the identity provider's tokens are used once, never kept
+SOCIALACCOUNT_LOGIN_ON_GET = False  # starting a sign-in is a POST from the console's page
+SOCIALACCOUNT_REQUESTS_TIMEOUT = 10
+MFA_ADAPTER = "apps.accounts.adapter.MfaAdapter"
+MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
+MFA_TOTP_ISSUER = "LLM Gateway"
+MFA_ALLOW_UNVERIFIED_EMAIL = True  # see ACCOUNT_EMAIL_VERIFICATION
+MFA_RECOVERY_CODES_SHOW_ONCE = True  # recovery codes are secrets: shown when made, never again
+# An identity provider whose TLS certificate comes from a private CA: a PEM bundle of the CAs to
+# trust for its discovery document, JWKS and token endpoint (default: the system's CAs).
+GATEWAY_SSO_CA_BUNDLE = env.str("GATEWAY_SSO_CA_BUNDLE", default="") or None
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["apps.accounts.authentication.SessionTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -285,6 +324,8 @@ GATEWAY_ALLOW_PRIVATE_WEBHOOKS = env.bool("GATEWAY_ALLOW_PRIVATE_WEBHOOKS", defa
 # Behind TLS (directly or at a balancer that sets X-Forwarded-Proto) set GATEWAY_HTTPS=true.
 GATEWAY_HTTPS = env.bool("GATEWAY_HTTPS", default=False)
 SECURE_SSL_REDIRECT = GATEWAY_HTTPS
+# The single sign-on callback URL allauth builds (the redirect_uri registered at the identity provider).
+ACCOUNT_DEFAULT_HTTP_PROTOCOL = "https" if GATEWAY_HTTPS else "http"
 SESSION_COOKIE_SECURE = GATEWAY_HTTPS
 CSRF_COOKIE_SECURE = GATEWAY_HTTPS
 SECURE_HSTS_SECONDS = env_number(

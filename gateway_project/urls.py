@@ -32,6 +32,8 @@ urlpatterns = [
     path("api/v1/", include(api_v1)),
     re_path(r"^api/.*$", core_views.api_not_found),
     path("admin/", admin.site.urls),
+    # The console's sign-in pages served by django-allauth (two-factor, single sign-on's callback).
+    path("console/auth/", include("apps.sso.urls")),
     path("console/", include("apps.console.urls")),
     path("healthz", core_views.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),

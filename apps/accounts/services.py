@@ -5,14 +5,18 @@ from rest_framework_simplejwt.exceptions import TokenError
 
 from apps.core.errors import AuthenticationFailed, PermissionDenied, RateLimited
 from apps.organizations.models import Membership
+from apps.sso.policy import password_sign_in_refusal
 
-from . import login_throttle
+from . import login_throttle, two_factor
 from .models import User
 from .tokens import SessionRefreshToken, check_session
 
 
-def session_login(*, request: HttpRequest, email: str, password: str, organization_id=None) -> dict[str, str]:
-    """Checks the credentials and issues a session (access + refresh) for one organization.
+def session_login(
+    *, request: HttpRequest, email: str, password: str, organization_id=None, code: str | None = None
+) -> dict[str, str]:
+    """Checks the credentials (and the two-factor ``code`` when the account has two-factor
+    authentication) and issues a session (access + refresh) for one organization.
 
     Failures are counted (and a lock-out enforced) by apps/accounts/login_throttle.py, the same way as
     on the admin console's login page; asking first is what lets this path answer 429.
@@ -27,6 +31,20 @@ def session_login(*, request: HttpRequest, email: str, password: str, organizati
     user = authenticate(request, username=email, password=password)
     if user is None:
         raise AuthenticationFailed("Email or password is incorrect.", code="invalid_credentials")
+    # Only now, with the right password: the organization's rule that its members use single
+    # sign-on (apps/sso/policy.py, with the owners' break-glass), then the account's second factor.
+    refusal = password_sign_in_refusal(user)
+    if refusal:
+        raise PermissionDenied(refusal, code="sso_required")
+    if two_factor.has_two_factor(user):
+        if not code:
+            raise AuthenticationFailed(
+                "This account has two-factor authentication: send the authenticator app's current code "
+                "(or an unused recovery code) as `code`.",
+                code="mfa_required",
+            )
+        if not two_factor.verify_code(user=user, code=code, request=request):
+            raise AuthenticationFailed("The two-factor code is incorrect.", code="invalid_mfa_code")
 
     memberships = Membership.objects.filter(user=user).order_by("created_at")
     if organization_id is not None:
@@ -40,6 +58,15 @@ def session_login(*, request: HttpRequest, email: str, password: str, organizati
             code="no_organization",
         )
     refresh = SessionRefreshToken.for_session(user, organization_id=membership.organization_id)
+    return {"access": str(refresh.access_token), "refresh": str(refresh)}
+
+
+def session_issue(*, user: User, organization_id) -> dict[str, str]:
+    """A session (access + refresh) for a person already signed in to the console, in one of their
+    organizations: how a script gets tokens after single sign-on, where there is no password."""
+    if not Membership.objects.filter(user=user, organization_id=organization_id).exists():
+        raise PermissionDenied("This account is not a member of that organization.", code="no_organization")
+    refresh = SessionRefreshToken.for_session(user, organization_id=organization_id)
     return {"access": str(refresh.access_token), "refresh": str(refresh)}
 
 

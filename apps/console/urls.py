@@ -1,4 +1,3 @@
-from django.contrib.auth import views as auth_views
 from django.urls import path
 from django.views.generic import RedirectView
 
@@ -11,8 +10,8 @@ HOME = area_modules()[0].NAVIGATION.url_name
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name=HOME), name="home"),
-    path("login/", session.ConsoleLoginView.as_view(), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(next_page="console:login"), name="logout"),
+    # Sign-in, sign-out and the account's own pages (login, login-sso, logout, account, account-tokens).
+    *session.urlpatterns,
     path("organization/", session.switch_organization, name="switch-organization"),
     *(pattern for module in area_modules() for pattern in module.urlpatterns),
 ]

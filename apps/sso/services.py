@@ -3,8 +3,9 @@ configuration they do not bump the organization's configuration generation."""
 
 from django.db import IntegrityError, transaction
 
+from apps.accounts.models import User
 from apps.core.errors import InvalidRequest
-from apps.organizations.models import Organization, Plan
+from apps.organizations.models import Membership, Organization, Plan
 
 from .errors import DomainTaken, PlanRequired
 from .models import MemberRole, Protocol, SsoConnection, SsoDomainClaim
@@ -175,3 +176,29 @@ def sso_connection_update(
 @transaction.atomic
 def sso_connection_delete(*, connection: SsoConnection) -> None:
     connection.delete()  # its domain claims go with it
+
+
+@transaction.atomic
+def sso_member_sign_in(*, connection: SsoConnection, email: str) -> Membership:
+    """The membership a single sign-on through ``connection`` signs in to, made just in time: an
+    account for ``email`` (with an unusable password) if there is none, and a membership in the
+    connection's organization with its ``default_role`` if there is none. An existing membership
+    keeps its role. The caller has checked the email (verified, of an allowed domain)."""
+    email = User.objects.normalize_email(email.strip()).lower()
+    user = User.objects.filter(email__iexact=email).first()
+    if user is None:
+        try:
+            with transaction.atomic():
+                user = User.objects.create_user(email=email, password=None)
+        except IntegrityError:  # made by a concurrent sign-in since the look-up
+            user = User.objects.get(email__iexact=email)
+    membership = Membership.objects.filter(organization_id=connection.organization_id, user=user).first()
+    if membership is not None:
+        return membership
+    try:
+        with transaction.atomic():
+            return Membership.objects.create(
+                organization_id=connection.organization_id, user=user, role=connection.default_role
+            )
+    except IntegrityError:
+        return Membership.objects.get(organization_id=connection.organization_id, user=user)

@@ -187,8 +187,8 @@ def test_switching_to_an_organization_one_does_not_belong_to_is_refused(console_
 def test_password_sign_in_counts_failures_and_locks_out(client, organization, owner, settings):
     settings.GATEWAY_LOGIN_FAILURE_LIMIT = 2
     for _ in range(2):
-        response = client.post("/console/login/", {"username": owner.user.email, "password": "wrong"})
+        response = client.post("/console/login/", {"login": owner.user.email, "password": "wrong"})
         assert response.status_code == 200 and "incorrect" in response.content.decode()
-    response = client.post("/console/login/", {"username": owner.user.email, "password": PASSWORD})
+    response = client.post("/console/login/", {"login": owner.user.email, "password": PASSWORD})
     assert response.status_code == 200  # locked out: even the right password is refused
     assert "_auth_user_id" not in client.session

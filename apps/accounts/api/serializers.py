@@ -5,6 +5,12 @@ class LoginSerializer(serializers.Serializer):
     email = serializers.EmailField()
     password = serializers.CharField(trim_whitespace=False, max_length=1024)
     organization_id = serializers.UUIDField(required=False, allow_null=True)
+    code = serializers.CharField(
+        required=False,
+        max_length=64,
+        help_text="The two-factor code (the authenticator app's, or an unused recovery code); required "
+        "when the account has two-factor authentication (401 mfa_required without it).",
+    )
 
 
 class SessionSerializer(serializers.Serializer):

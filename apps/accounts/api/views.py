@@ -12,7 +12,8 @@ from .serializers import LoginSerializer, RefreshSerializer, SessionSerializer
 class LoginView(APIView):
     authentication_classes: list = []
     permission_classes = [AllowAny]
-    error_statuses = {"post": (400, 401, 429)}
+    # 403: sso_required (the organization requires single sign-on; docs/sso.md) or no_organization.
+    error_statuses = {"post": (400, 401, 403, 429)}
 
     @extend_schema(request=LoginSerializer, responses={200: SessionSerializer}, auth=[])
     def post(self, request):

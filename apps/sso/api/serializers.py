@@ -15,6 +15,10 @@ from apps.sso.validation import (
     clean_issuer,
 )
 
+# One "@" with something on either side; the domain after it chooses the connection (an unknown
+# one answers 404 sso_connection_not_found).
+EMAIL_SCHEMA_PATTERN = r"^[^@\u0000]+@[^@\u0000]+$"
+
 
 @extend_schema_field(
     {
@@ -124,3 +128,44 @@ class SsoConnectionWriteSchema(OpenApiSerializerExtension):
                 "description": "Only an active connection can require single sign-on.",
             }
         return schema
+
+
+class SsoInitiateSerializer(ClosedSerializer):
+    """Either the email of the person signing in (the connection that claims its domain) or the
+    organization (its slug or id, when it has one active connection)."""
+
+    email = StrictCharField(
+        max_length=254,
+        required=False,
+        help_text="The address of the person signing in; its domain chooses the connection and it is "
+        "passed to the identity provider as login_hint.",
+    )
+    organization = StrictCharField(
+        max_length=80, required=False, help_text="The organization's slug or id (UUID)."
+    )
+
+    def validate(self, attrs: dict) -> dict:
+        if ("email" in attrs) == ("organization" in attrs):
+            raise serializers.ValidationError("Give either email or organization.")
+        return attrs
+
+
+class SsoInitiateSchema(OpenApiSerializerExtension):
+    """Exactly one of the two fields, and nothing else, as the serializer says."""
+
+    target_class = SsoInitiateSerializer
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        schema["additionalProperties"] = False
+        schema["properties"]["email"]["pattern"] = EMAIL_SCHEMA_PATTERN
+        schema["oneOf"] = [{"required": ["email"]}, {"required": ["organization"]}]
+        return schema
+
+
+class SsoAuthorizationSerializer(serializers.Serializer):
+    authorization_url = serializers.URLField(
+        read_only=True,
+        help_text="The identity provider's authorization endpoint with client_id, redirect_uri, scope, "
+        "state, nonce and the PKCE challenge (S256). Open it in the browser that should be signed in.",
+    )

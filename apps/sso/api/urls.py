@@ -1,8 +1,12 @@
+from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from .views import SsoConnectionViewSet
+from .views import SsoConnectionViewSet, SsoInitiateView
 
 router = SimpleRouter(trailing_slash=False)
 router.register("sso/connections", SsoConnectionViewSet, basename="sso-connection")
 
-urlpatterns = router.urls
+urlpatterns = [
+    path("auth/sso/initiate", SsoInitiateView.as_view(), name="auth-sso-initiate"),
+    *router.urls,
+]

@@ -1,13 +1,22 @@
-from drf_spectacular.utils import extend_schema
+from django.conf import settings
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, status
+from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
+from apps.core.api.schema import ErrorSerializer, ManagementAutoSchema
 from apps.organizations.models import Role
 from apps.organizations.tenancy import OrganizationScopedViewSet
-from apps.sso import services
+from apps.sso import services, signin
 from apps.sso.models import SsoConnection
 
-from .serializers import SsoConnectionSerializer, SsoConnectionWriteSerializer
+from .serializers import (
+    SsoAuthorizationSerializer,
+    SsoConnectionSerializer,
+    SsoConnectionWriteSerializer,
+    SsoInitiateSerializer,
+)
 
 
 class SsoConnectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OrganizationScopedViewSet):
@@ -43,3 +52,55 @@ class SsoConnectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Org
     def destroy(self, request, pk=None):
         services.sso_connection_delete(connection=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class _BodyRequired(ManagementAutoSchema):
+    """The body is required (one of its two fields is), which drf-spectacular reads only from a
+    top-level ``required`` list."""
+
+    def _get_request_body(self, direction="request"):
+        body = super()._get_request_body(direction)
+        if body:
+            body["required"] = True
+        return body
+
+
+class SsoInitiateView(APIView):
+    """Starts a single sign-on (docs/sso.md): the identity provider's authorization URL for the
+    active connection that claims the email's domain, or the organization's one connection. The
+    state, the PKCE verifier and the nonce are kept on the server for the callback, for 10 minutes
+    and one use. Open the URL in the browser that should be signed in to the console."""
+
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+    error_statuses = {"post": (400, 403, 404)}
+    schema = _BodyRequired()
+
+    @extend_schema(
+        request=SsoInitiateSerializer,
+        responses={
+            200: SsoAuthorizationSerializer,
+            503: OpenApiResponse(
+                ErrorSerializer,
+                description="The identity provider's discovery document could not be read "
+                "(`sso_provider_unavailable`).",
+            ),
+        },
+        auth=[],
+    )
+    def post(self, request):
+        serializer = SsoInitiateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        email = serializer.validated_data.get("email")
+        if email is not None:
+            connection = signin.connection_for_email(email)
+        else:
+            connection = signin.connection_for_organization(serializer.validated_data["organization"])
+        url = signin.authorization_url(
+            request._request,
+            connection,
+            login_hint=email,
+            next_url=settings.LOGIN_REDIRECT_URL,
+            server_side_state=True,
+        )
+        return Response({"authorization_url": url})

@@ -1,0 +1,46 @@
+"""allauth's pages for a signed-in person (reauthentication, two-factor set-up, recovery codes),
+shown inside the console: the same views, with the console's navigation (``console`` in the
+context, as apps/console/access.py builds it)."""
+
+from allauth.account import views as account_views
+from allauth.mfa.base import views as mfa_views
+from allauth.mfa.recovery_codes import views as recovery_views
+from allauth.mfa.totp import views as totp_views
+
+
+class ConsolePage:
+    def get_context_data(self, **kwargs) -> dict:
+        context = super().get_context_data(**kwargs)
+        if self.request.user.is_authenticated:
+            from apps.console.access import console_of
+
+            context["console"] = console_of(self.request)
+        return context
+
+
+class ReauthenticateView(ConsolePage, account_views.ReauthenticateView):
+    pass
+
+
+class MfaReauthenticateView(ConsolePage, mfa_views.ReauthenticateView):
+    pass
+
+
+class MfaIndexView(ConsolePage, mfa_views.IndexView):
+    pass
+
+
+class ActivateTotpView(ConsolePage, totp_views.ActivateTOTPView):
+    pass
+
+
+class DeactivateTotpView(ConsolePage, totp_views.DeactivateTOTPView):
+    pass
+
+
+class RecoveryCodesView(ConsolePage, recovery_views.ViewRecoveryCodesView):
+    pass
+
+
+class GenerateRecoveryCodesView(ConsolePage, recovery_views.GenerateRecoveryCodesView):
+    pass

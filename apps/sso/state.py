@@ -1,0 +1,44 @@
+"""Sign-in state kept on the server for a sign-in started through the API.
+
+``POST /api/v1/auth/sso/initiate`` has no browser session to keep the OAuth ``state`` in (its caller
+is a script, or a page on another origin), so the state, with the PKCE verifier and the nonce, is kept
+in the cache under the random ``state`` value for the same 10 minutes as allauth's session states,
+and the callback takes it from there when its browser session has none. Taking it is one-time: a
+second callback with the same ``state`` (a replay, or two racing) finds nothing.
+"""
+
+import re
+import secrets
+import time
+
+from allauth.socialaccount.internal.statekit import STATE_TTL
+from django.core.cache import cache
+
+_STATE_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
+
+
+def _key(state_id: str) -> str:
+    return f"sso:state:{state_id}"
+
+
+def stash(state: dict, *, provider_id: str) -> str:
+    state_id = secrets.token_urlsafe(32)
+    cache.set(_key(state_id), {"state": state, "provider_id": provider_id, "at": time.time()}, STATE_TTL)
+    return state_id
+
+
+def take(state_id: str | None, *, provider_id: str) -> dict | None:
+    """The state stashed under ``state_id`` for this connection, once; None when there is none, it
+    expired, it belongs to another connection, or it was taken already."""
+    if not state_id or not _STATE_ID.fullmatch(state_id):
+        return None
+    entry = cache.get(_key(state_id))
+    if not isinstance(entry, dict) or entry.get("provider_id") != provider_id:
+        return None
+    if time.time() - entry.get("at", 0) > STATE_TTL:
+        return None
+    # add() is atomic in every cache backend: of two callbacks racing with one state, one wins.
+    if not cache.add(f"sso:state-taken:{state_id}", 1, STATE_TTL):
+        return None
+    cache.delete(_key(state_id))
+    return entry["state"]

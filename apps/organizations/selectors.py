@@ -2,7 +2,9 @@
 
 from dataclasses import dataclass
 
-from .models import Organization
+from django.db.models import Case, IntegerField, QuerySet, Value, When
+
+from .models import ROLE_RANK, Membership, Organization
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,4 +53,19 @@ def organization_snapshot(organization_id) -> OrganizationSnapshot | None:
         cache_semantic_enabled=organization.cache_semantic_enabled,
         cache_semantic_threshold=float(organization.cache_semantic_threshold),
         cache_embedding_model=organization.cache_embedding_model,
+    )
+
+
+def memberships_of(organization_id) -> QuerySet[Membership]:
+    """The organization's members with their users: owners first, then admins, then members, each by
+    email."""
+    rank = Case(
+        *(When(role=role, then=Value(-value)) for role, value in ROLE_RANK.items()),
+        output_field=IntegerField(),
+    )
+    return (
+        Membership.objects.filter(organization_id=organization_id)
+        .select_related("user")
+        .annotate(rank=rank)
+        .order_by("rank", "user__email")
     )

@@ -1,0 +1,194 @@
+"""The organization: its settings (those of ``PATCH /api/v1/organizations/current``: name, audit bodies
+and retention, data regions, what limits do while Redis is unreachable, the response cache, and the
+organization's own budget and rate limits; the plan is shown, never changed here) and its members.
+
+Everyone reads both pages. Admins and owners change the settings, as the API allows; only owners
+add members, change a role or remove a member, and the organization always keeps one owner.
+(``/console/organization/`` itself is the organization switch of the top bar.)
+"""
+
+from django.contrib import messages
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import path
+from django.utils import timezone
+
+from apps.catalog.selectors import model_aliases_of
+from apps.console.access import Console, console_view
+from apps.console.areas import Navigation
+from apps.console.forms import flat_errors, limits_input, service_errors, text
+from apps.console.views.form_fields import decimal_number, flag, labels, whole
+from apps.core.errors import GatewayError, InvalidRequest
+from apps.limits.api.serializers import attached_limits, nested_under
+from apps.limits.models import BudgetPeriod, Scope
+from apps.limits.services import UNSET
+from apps.limits.usage import usage_of
+from apps.organizations import selectors, services
+from apps.organizations.api.serializers import OrganizationSerializer
+from apps.organizations.models import FailMode, LogBodies, Membership, Role
+
+FLAGS = ("cache_enabled", "cache_any_temperature", "cache_semantic_enabled")
+
+
+def _settings_input(post) -> dict:
+    """The settings form as the API's PATCH body: ``{"name", "settings": {...}}``."""
+    settings = {
+        "log_bodies": text(post, "log_bodies"),
+        "log_retention_days": whole(post, "log_retention_days"),
+        "allowed_data_regions": labels(post, "allowed_data_regions"),
+        "limits_fail_mode": text(post, "limits_fail_mode"),
+        "cache_ttl_seconds": whole(post, "cache_ttl_seconds"),
+        "cache_semantic_threshold": decimal_number(post, "cache_semantic_threshold"),
+        "cache_embedding_model": post.get("cache_embedding_model", "").strip(),
+        **limits_input(post),
+    }
+    for name in FLAGS:
+        value = flag(post, name)
+        if value is not None:
+            settings[name] = value
+    return {"name": post.get("name", "").strip(), "settings": settings}
+
+
+def _settings_page(request, console: Console, *, errors=None, form=None, status=200):
+    organization = console.organization
+    organization.refresh_from_db()  # a refused write may have changed the instance before it was refused
+    limits = attached_limits(organization)
+    return render(
+        request,
+        "console/organization/settings.html",
+        {
+            "console": console,
+            "organization": organization,
+            "limits": limits,
+            "usage": usage_of(
+                organization=organization,
+                scope=Scope.ORGANIZATION,
+                scope_id=organization.id,
+                limits=limits,
+                now=timezone.now(),
+            ),
+            "log_bodies_choices": LogBodies.choices,
+            "fail_modes": FailMode.choices,
+            "aliases": model_aliases_of(organization.id).values_list("alias", flat=True),
+            "periods": BudgetPeriod.values,
+            "errors": errors or {},
+            "form": form,
+        },
+        status=status,
+    )
+
+
+@console_view()
+def organization_settings(request, console: Console):
+    return _settings_page(request, console)
+
+
+@console_view(role=Role.ADMIN, methods=("POST",))
+def organization_settings_update(request, console: Console):
+    organization = console.organization
+    serializer = OrganizationSerializer(
+        organization, data=_settings_input(request.POST), partial=True, context={"organization": organization}
+    )
+    if not serializer.is_valid():
+        return _settings_page(
+            request, console, errors=flat_errors(serializer.errors), form=request.POST, status=400
+        )
+    changes = dict(serializer.validated_data)
+    budget, rate_limits = changes.pop("budget", UNSET), changes.pop("rate_limits", UNSET)
+    try:
+        try:
+            services.organization_settings_update(
+                organization=organization, budget=budget, rate_limits=rate_limits, **changes
+            )
+        except InvalidRequest as error:
+            raise nested_under("settings", error) from error
+    except GatewayError as error:
+        return _settings_page(
+            request, console, errors=service_errors(error), form=request.POST, status=error.status
+        )
+    messages.success(
+        request, "Saved the organization's settings; the proxy applies them from the next request."
+    )
+    return redirect("console:organization-settings")
+
+
+# --- Members ---------------------------------------------------------------------------------------
+
+
+def _members_page(request, console: Console, *, errors=None, form=None, status=200):
+    return render(
+        request,
+        "console/organization/members.html",
+        {
+            "console": console,
+            "memberships": selectors.memberships_of(console.organization.id),
+            "roles": Role.values,
+            "errors": errors or {},
+            "form": form,
+        },
+        status=status,
+    )
+
+
+def _membership(console: Console, membership_id) -> Membership:
+    return get_object_or_404(selectors.memberships_of(console.organization.id), pk=membership_id)
+
+
+@console_view()
+def organization_members(request, console: Console):
+    return _members_page(request, console)
+
+
+@console_view(role=Role.OWNER, methods=("POST",))
+def member_add(request, console: Console):
+    try:
+        membership = services.membership_add(
+            organization=console.organization,
+            email=request.POST.get("email", ""),
+            role=request.POST.get("role", Role.MEMBER),
+            password=request.POST.get("password") or None,
+        )
+    except GatewayError as error:
+        form = {name: request.POST.get(name, "") for name in ("email", "role")}  # never the password
+        return _members_page(request, console, errors=service_errors(error), form=form, status=error.status)
+    messages.success(request, f"Added {membership.user.email} as {membership.role}.")
+    return redirect("console:organization-members")
+
+
+@console_view(role=Role.OWNER, methods=("POST",))
+def member_change_role(request, console: Console, membership_id):
+    membership = _membership(console, membership_id)
+    try:
+        services.membership_change_role(membership=membership, role=request.POST.get("role", ""))
+    except GatewayError as error:
+        return _members_page(request, console, errors=service_errors(error), status=error.status)
+    messages.success(request, f"{membership.user.email} is now {membership.role}.")
+    return redirect("console:organization-members")
+
+
+@console_view(role=Role.OWNER, methods=("POST",))
+def member_remove(request, console: Console, membership_id):
+    membership = _membership(console, membership_id)
+    try:
+        services.membership_remove(membership=membership)
+    except GatewayError as error:
+        return _members_page(request, console, errors=service_errors(error), status=error.status)
+    messages.success(request, f"Removed {membership.user.email} from {console.organization.name}.")
+    if membership.user_id == console.user.id:
+        return redirect("console:home")  # the console of another of their organizations, or the refusal
+    return redirect("console:organization-members")
+
+
+NAVIGATION = Navigation("Organization", "console:organization-settings", "organization-")
+
+urlpatterns = [
+    path("organization/settings/", organization_settings, name="organization-settings"),
+    path("organization/settings/edit", organization_settings_update, name="organization-settings-update"),
+    path("organization/members/", organization_members, name="organization-members"),
+    path("organization/members/add", member_add, name="organization-member-add"),
+    path(
+        "organization/members/<uuid:membership_id>/role", member_change_role, name="organization-member-role"
+    ),
+    path(
+        "organization/members/<uuid:membership_id>/remove", member_remove, name="organization-member-remove"
+    ),
+]

@@ -1,0 +1,352 @@
+"""The console's organization pages: settings (as PATCH /api/v1/organizations/current allows, the plan
+read only) and members (owners add, change roles and remove; the last owner stays); roles, tenancy,
+CSRF and refused input."""
+
+from decimal import Decimal
+
+import pytest
+
+from apps.accounts.models import User
+from apps.limits.models import Limits
+from apps.organizations.models import Membership
+from apps.teams.models import TeamMembership
+from tests.console.conftest import post_form
+from tests.factories import PASSWORD, MembershipFactory, ModelAliasFactory, TeamFactory
+from tests.management.generations import bumps_generation
+
+pytestmark = pytest.mark.django_db
+
+SETTINGS = "/console/organization/settings/"
+MEMBERS = "/console/organization/members/"
+
+
+def settings_form(organization, **changes) -> dict:
+    """The settings form as a browser posts it, filled with the organization's values."""
+    form = {
+        "name": organization.name,
+        "log_bodies": organization.log_bodies,
+        "log_retention_days": str(organization.log_retention_days),
+        "allowed_data_regions": " ".join(organization.allowed_data_regions),
+        "limits_fail_mode": organization.limits_fail_mode,
+        "cache_enabled": ["false", "true"] if organization.cache_enabled else ["false"],
+        "cache_any_temperature": ["false"],
+        "cache_semantic_enabled": ["false"],
+        "cache_ttl_seconds": str(organization.cache_ttl_seconds),
+        "cache_semantic_threshold": "0.95",
+        "cache_embedding_model": "",
+        "budget_amount_usd": "",
+        "budget_period": "monthly",
+        "budget_thresholds": "",
+        "rpm": "",
+        "tpm": "",
+    }
+    form.update(changes)
+    return form
+
+
+# --- Settings --------------------------------------------------------------------------------------
+
+
+def test_a_member_reads_the_settings_and_the_plan_but_gets_no_form(console_for, organization, outsider):
+    client = console_for(organization, "member")
+    page = client.get(SETTINGS).content.decode()
+    assert organization.name in page and ">growth<" in page and "Spend this monthly period" in page
+    assert outsider.organization.name not in page
+    assert 'name="log_bodies"' not in page
+
+
+def test_an_admin_changes_the_settings_and_the_organizations_limits(
+    console_for, organization, django_capture_on_commit_callbacks
+):
+    ModelAliasFactory(organization=organization, alias="embedder")
+    client = console_for(organization, "admin")
+    with bumps_generation(organization, django_capture_on_commit_callbacks):
+        response = post_form(
+            client,
+            SETTINGS,
+            f"{SETTINGS}edit",
+            settings_form(
+                organization,
+                name="Renamed Inc",
+                log_bodies="metadata",
+                log_retention_days="90",
+                allowed_data_regions="eu, us",
+                limits_fail_mode="closed",
+                cache_enabled=["false"],
+                cache_any_temperature=["false", "true"],
+                cache_semantic_enabled=["false", "true"],
+                cache_ttl_seconds="600",
+                cache_semantic_threshold="0.9",
+                cache_embedding_model="embedder",
+                budget_amount_usd="1000",
+                rpm="600",
+                # The plan is not a setting: a posted one is ignored, as the API ignores it.
+                plan="enterprise",
+            ),
+        )
+    assert response.status_code == 302
+    organization.refresh_from_db()
+    assert (
+        organization.name,
+        organization.log_bodies,
+        organization.log_retention_days,
+        organization.allowed_data_regions,
+        organization.limits_fail_mode,
+        organization.cache_enabled,
+        organization.cache_any_temperature,
+        organization.cache_semantic_enabled,
+        organization.cache_ttl_seconds,
+        organization.cache_semantic_threshold,
+        organization.cache_embedding_model,
+        organization.plan,
+    ) == (
+        "Renamed Inc",
+        "metadata",
+        90,
+        ["eu", "us"],
+        "closed",
+        False,
+        True,
+        True,
+        600,
+        Decimal("0.9"),
+        "embedder",
+        "growth",
+    )
+    limits = Limits.objects.get(organization=organization, team=None, api_key=None)
+    assert (limits.budget_usd, limits.rpm) == (1000, 600)
+    assert "$1000 monthly" in client.get(SETTINGS).content.decode()
+
+
+def test_refused_settings_say_why_and_change_nothing(console_for, organization):
+    client = console_for(organization, "owner")
+    response = post_form(
+        client,
+        SETTINGS,
+        f"{SETTINGS}edit",
+        settings_form(
+            organization,
+            name="",
+            log_bodies="everything",
+            log_retention_days="0",
+            allowed_data_regions="EU!",
+            cache_ttl_seconds="soon",
+            cache_semantic_threshold="2",
+            cache_embedding_model="no-such-alias",
+            budget_amount_usd="ten",
+        ),
+    )
+    assert response.status_code == 400
+    page = response.content.decode()
+    for field in (
+        "name",
+        "settings.log_bodies",
+        "settings.log_retention_days",
+        "settings.allowed_data_regions",
+        "settings.cache_ttl_seconds",
+        "settings.cache_semantic_threshold",
+        "settings.cache_embedding_model",
+        "settings.budget.amount_usd",
+    ):
+        assert f"<code>{field}" in page, field
+    # The semantic tier needs an embeddings model; a budget the service refuses keeps the rest unchanged.
+    response = post_form(
+        client,
+        SETTINGS,
+        f"{SETTINGS}edit",
+        settings_form(organization, cache_semantic_enabled=["false", "true"]),
+    )
+    assert response.status_code == 400 and "needs an embeddings model alias" in response.content.decode()
+    response = post_form(
+        client,
+        SETTINGS,
+        f"{SETTINGS}edit",
+        settings_form(organization, name="Changed", budget_amount_usd="5", budget_thresholds="50, 50"),
+    )
+    assert response.status_code == 400
+    assert "settings.budget.thresholds" in response.content.decode()
+    before = organization.name
+    organization.refresh_from_db()
+    assert organization.name == before and organization.log_retention_days == 30
+    assert not Limits.objects.filter(organization=organization).exists()
+
+
+# --- Members ---------------------------------------------------------------------------------------
+
+
+def test_everyone_reads_the_members_with_their_roles_but_only_owners_get_the_forms(
+    console_for, organization, outsider
+):
+    client = console_for(organization, "member")
+    page = client.get(MEMBERS).content.decode()
+    assert (
+        client.membership.user.email in page and organization.memberships.get(role="owner").user.email in page
+    )
+    assert outsider.user.email not in page
+    assert "Add a member" not in page and 'name="role"' not in page
+    owner = organization.memberships.get(role="owner")
+    owner_client = console_for(organization, "owner")
+    page = owner_client.get(MEMBERS).content.decode()
+    assert "Add a member" in page and f"/console/organization/members/{owner.id}/role" in page
+
+
+def test_an_owner_adds_a_new_person_without_a_password(console_for, organization):
+    client = console_for(organization, "owner")
+    response = post_form(
+        client, MEMBERS, f"{MEMBERS}add", {"email": " New.Person@Example.com ", "role": "admin"}
+    )
+    assert response.status_code == 302
+    user = User.objects.get(email="new.person@example.com")
+    assert not user.has_usable_password()
+    assert Membership.objects.get(organization=organization, user=user).role == "admin"
+    assert "new.person@example.com" in client.get(MEMBERS).content.decode()
+
+
+def test_an_owner_adds_a_new_person_with_an_initial_password(console_for, organization):
+    owner = console_for(organization, "owner")
+    response = post_form(
+        owner,
+        MEMBERS,
+        f"{MEMBERS}add",
+        {"email": "first@example.com", "role": "member", "password": PASSWORD},
+    )
+    assert response.status_code == 302
+    assert PASSWORD not in owner.get(MEMBERS).content.decode()
+    user = User.objects.get(email="first@example.com")
+    assert user.check_password(PASSWORD)
+    assert Membership.objects.get(organization=organization, user=user).role == "member"
+
+
+def test_an_existing_account_keeps_its_own_password(console_for, organization, outsider):
+    someone = outsider.user  # an account of another organization
+    owner = console_for(organization, "owner")
+    response = post_form(
+        owner,
+        MEMBERS,
+        f"{MEMBERS}add",
+        {"email": someone.email.upper(), "role": "member", "password": "an-owner-chosen-password"},
+    )
+    assert response.status_code == 302
+    someone.refresh_from_db()
+    assert someone.check_password(PASSWORD) and not someone.check_password("an-owner-chosen-password")
+    assert Membership.objects.get(organization=organization, user=someone).role == "member"
+    # Their other organization is untouched.
+    assert Membership.objects.get(organization=outsider.organization, user=someone).role == "owner"
+
+
+def test_a_refused_add_says_why_and_adds_nobody(console_for, organization):
+    owner = console_for(organization, "owner")
+    existing = MembershipFactory(organization=organization, role="member").user
+    cases = [
+        ({"email": "not-an-email", "role": "member"}, 400, "valid email address"),
+        ({"email": "x@example.com", "role": "superuser"}, 400, "One of owner, admin, member."),
+        ({"email": "x@example.com", "role": "member", "password": "123"}, 400, "too short"),
+        ({"email": existing.email, "role": "member"}, 409, "is a member of this organization already"),
+    ]
+    for data, status, message in cases:
+        response = post_form(owner, MEMBERS, f"{MEMBERS}add", data)
+        assert response.status_code == status, data
+        page = response.content.decode()
+        assert message in page, data
+        assert "123" not in page.split("Nothing was saved")[1].split("</div>")[0]
+    assert not User.objects.filter(email="x@example.com").exists()
+    assert organization.memberships.count() == 3
+
+
+def test_an_owner_changes_roles_but_the_last_owner_stays_an_owner(console_for, organization):
+    owner_client = console_for(organization, "owner")
+    first_owner = organization.memberships.exclude(pk=owner_client.membership.pk).get(role="owner")
+    member = MembershipFactory(organization=organization, role="member")
+    response = post_form(owner_client, MEMBERS, f"{MEMBERS}{member.id}/role", {"role": "admin"})
+    assert response.status_code == 302
+    member.refresh_from_db()
+    assert member.role == "admin"
+
+    # Two owners: one may step down; then the other is the last and may not.
+    response = post_form(owner_client, MEMBERS, f"{MEMBERS}{first_owner.id}/role", {"role": "member"})
+    assert response.status_code == 302
+    me = owner_client.membership
+    response = post_form(owner_client, MEMBERS, f"{MEMBERS}{me.id}/role", {"role": "admin"})
+    assert response.status_code == 409
+    assert "keeps at least one owner" in response.content.decode()
+    me.refresh_from_db()
+    assert me.role == "owner"
+    response = post_form(owner_client, MEMBERS, f"{MEMBERS}{member.id}/role", {"role": "root"})
+    assert response.status_code == 400
+    member.refresh_from_db()
+    assert member.role == "admin"
+
+
+def test_an_owner_removes_a_member_from_the_organization_and_its_teams(console_for, organization):
+    owner_client = console_for(organization, "owner")
+    member = MembershipFactory(organization=organization, role="member")
+    team = TeamFactory(organization=organization)
+    TeamMembership.objects.create(team=team, user=member.user)
+    response = post_form(owner_client, MEMBERS, f"{MEMBERS}{member.id}/remove", {})
+    assert response.status_code == 302
+    assert not Membership.objects.filter(pk=member.pk).exists()
+    assert not TeamMembership.objects.filter(user=member.user).exists()
+    assert User.objects.filter(pk=member.user.pk).exists()  # the account stays
+
+
+def test_the_last_owner_cannot_be_removed(console_for, organization):
+    organization.memberships.filter(role="owner").update(role="admin")
+    owner_client = console_for(organization, "owner")
+    response = post_form(owner_client, MEMBERS, f"{MEMBERS}{owner_client.membership.id}/remove", {})
+    assert response.status_code == 409
+    assert Membership.objects.filter(pk=owner_client.membership.pk, role="owner").exists()
+
+
+def test_an_owner_who_removes_themselves_loses_access_at_once(console_for, organization):
+    owner_client = console_for(organization, "owner")  # the fixture's owner stays
+    response = post_form(owner_client, MEMBERS, f"{MEMBERS}{owner_client.membership.id}/remove", {})
+    assert response.status_code == 302
+    assert owner_client.get(MEMBERS).status_code == 403
+
+
+@pytest.mark.parametrize("role", ["member", "admin"])
+@pytest.mark.parametrize(
+    ("path", "data"),
+    [
+        ("add", {"email": "sneaky@example.com", "role": "owner"}),
+        ("{id}/role", {"role": "owner"}),
+        ("{id}/remove", {}),
+    ],
+)
+def test_only_owners_manage_members_on_the_server(console_for, organization, role, path, data):
+    client = console_for(organization, role)
+    target = MembershipFactory(organization=organization, role="member")
+    response = post_form(client, MEMBERS, MEMBERS + path.format(id=target.id), data)
+    assert response.status_code == 403
+    target.refresh_from_db()
+    assert target.role == "member"
+    assert not User.objects.filter(email="sneaky@example.com").exists()
+    client.membership.refresh_from_db()
+    assert client.membership.role == role
+
+
+def test_a_member_cannot_change_the_settings(console_for, organization):
+    client = console_for(organization, "member")
+    response = post_form(client, SETTINGS, f"{SETTINGS}edit", settings_form(organization, name="Taken over"))
+    assert response.status_code == 403
+    organization.refresh_from_db()
+    assert organization.name != "Taken over"
+
+
+@pytest.mark.parametrize("suffix", ["role", "remove"])
+def test_another_organizations_membership_answers_404(console_for, organization, outsider, suffix):
+    client = console_for(organization, "owner")
+    response = post_form(client, MEMBERS, f"{MEMBERS}{outsider.id}/{suffix}", {"role": "member"})
+    assert response.status_code == 404
+    outsider.refresh_from_db()
+    assert outsider.role == "owner"
+
+
+def test_posts_without_the_csrf_token_are_refused(console_for, organization):
+    client = console_for(organization, "owner")
+    member = MembershipFactory(organization=organization, role="member")
+    assert client.post(f"{MEMBERS}{member.id}/remove", {}).status_code == 403
+    assert client.post(f"{SETTINGS}edit", settings_form(organization, name="X")).status_code == 403
+    assert Membership.objects.filter(pk=member.pk).exists()
+    organization.refresh_from_db()
+    assert organization.name != "X"

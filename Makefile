@@ -38,9 +38,10 @@ format: install
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-# The suite, then the browser tests in their own process (tests/e2e/conftest.py says why).
+# The suite on every core (a test module stays on one worker, with its live servers), then the
+# browser tests in their own process (tests/e2e/conftest.py says why).
 test: lint chromium
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist loadfile
 	$(BIN)/python -m pytest tests/e2e
 
 # Debian's chromium for the browser tests; installed when missing and we are root.

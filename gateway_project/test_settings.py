@@ -11,6 +11,11 @@ from pathlib import Path
 os.environ.setdefault("SECRET_KEY", "test-secret-key-that-is-long-enough-for-hs256-signing")
 # A per-run prefix keeps this run's Redis keys apart from a developer's gateway (and other runs).
 os.environ.setdefault("GATEWAY_REDIS_PREFIX", f"gwtest-{uuid.uuid4().hex[:8]}")
+# Under pytest-xdist every worker inherits the controller's environment, prefix included: each worker
+# gets its own, or one worker's clean-up would wipe the keys (login counters, budgets) of the other.
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _worker and not os.environ["GATEWAY_REDIS_PREFIX"].endswith(f"-{_worker}"):
+    os.environ["GATEWAY_REDIS_PREFIX"] += f"-{_worker}"
 
 from .settings import *  # noqa: F403
 from .settings import DATA_DIR, DATABASES

@@ -2,12 +2,17 @@
 
 ``/v1/`` goes straight to the lean proxy app: no Django middleware, no URL resolver, no per-request
 thread hop. Everything else (management API, admin, console) goes to Django's handler.
+
+WebSockets are the console's live tail (``apps/console/routing.py``): only from a page of an allowed
+host (the Origin header against ``ALLOWED_HOSTS``), authenticated by the console's session cookie.
 """
 
 import functools
 import os
 
-from channels.routing import ProtocolTypeRouter
+from channels.auth import AuthMiddlewareStack
+from channels.routing import ProtocolTypeRouter, URLRouter
+from channels.security.websocket import AllowedHostsOriginValidator
 from django.conf import settings
 from django.core.asgi import get_asgi_application
 
@@ -15,6 +20,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gateway_project.settings")
 
 django_app = get_asgi_application()  # sets Django up before the proxy imports models
 
+from apps.console.routing import websocket_urlpatterns  # noqa: E402
 from apps.proxy.app import proxy_app  # noqa: E402
 from gateway_project.client_address import trust_forwarded_for  # noqa: E402
 
@@ -44,4 +50,9 @@ async def http_app(scope, receive, send):
 
 
 # X-Forwarded-For is believed only from GATEWAY_TRUSTED_PROXIES; with none, http_app is served as is.
-application = ProtocolTypeRouter({"http": trust_forwarded_for(http_app, settings.GATEWAY_TRUSTED_PROXIES)})
+application = ProtocolTypeRouter(
+    {
+        "http": trust_forwarded_for(http_app, settings.GATEWAY_TRUSTED_PROXIES),
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    }
+)

@@ -21,6 +21,7 @@ from .models import AuditEntry
 from .records import RequestRecord, on_record, record_from_payload, record_payload
 from .redaction import kept_body, mask_secrets
 from .rollups import deltas_of, rollups_add, secondary_update
+from .tail import publisher as tail_publisher
 
 KIND = "audit"
 
@@ -31,6 +32,8 @@ def connect() -> None:
     register(KIND, audit_entries_write, payload=record_payload)
     if settings.GATEWAY_AUDIT_ENABLED:
         on_record(_spool)
+        # The console's live tail: a summary queued on the request, published off it (tail.py).
+        on_record(tail_publisher.hand_off)
 
 
 def _spool(record: RequestRecord) -> None:

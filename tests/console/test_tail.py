@@ -1,0 +1,306 @@
+"""The live tail: the page (latest requests, without JavaScript), the WebSocket (the console's session,
+its organization only) and the publishing of each finished request, off the request."""
+
+import asyncio
+import re
+import uuid
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+from apps.audit.tail import MESSAGE_TYPE, TailPublisher, publisher, tail_group
+from apps.console import consumers
+from apps.console.access import SESSION_ORGANIZATION
+from apps.organizations.models import Membership
+from gateway_project.asgi import application
+from tests.audit.entries import AuditEntryFactory
+from tests.factories import MembershipFactory, TeamFactory
+from tests.proxy.conftest import (  # noqa: F401 (the proxy's fixtures: a real request through it)
+    _fresh_routing_state,
+    bearer,
+    gateway_key,
+    proxy,
+    routed,
+    upstream,
+)
+
+ORIGIN = (b"origin", b"http://127.0.0.1")
+SUMMARY_FIELDS = {
+    "log_id",
+    "created_at",
+    "endpoint",
+    "team_id",
+    "team_name",
+    "api_key_id",
+    "api_key_prefix",
+    "requested_model",
+    "model",
+    "provider",
+    "stream",
+    "status",
+    "error_type",
+    "error_code",
+    "cache",
+    "policy_action",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "latency_ms",
+    "ttft_ms",
+}
+
+
+def signed_in(organization, role: str = "member", *, user=None) -> tuple[str, Membership]:
+    """A console session of a new member of ``organization`` (or of ``user``): its cookie's value."""
+    membership = MembershipFactory(organization=organization, role=role, **({"user": user} if user else {}))
+    client = Client()
+    client.force_login(membership.user)
+    return client.cookies["sessionid"].value, membership
+
+
+async def socket(session: str | None, query: str = "", *, origin=ORIGIN) -> WebsocketCommunicator:
+    headers = [(b"host", b"127.0.0.1")]
+    if origin is not None:
+        headers.append(origin)
+    if session is not None:
+        headers.append((b"cookie", f"sessionid={session}".encode()))
+    return WebsocketCommunicator(application, f"/console/tail/ws{query}", headers=headers)
+
+
+async def opened(session: str, query: str = "") -> WebsocketCommunicator:
+    communicator = await socket(session, query)
+    connected, _ = await communicator.connect()
+    assert connected
+    assert (await communicator.receive_json_from())["type"] == "hello"
+    return communicator
+
+
+# --- The page -------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_page_lists_the_latest_requests_without_javascript(console_for, organization, outsider):
+    now = datetime.now(UTC)
+    team = TeamFactory(organization=organization, name="Search")
+    ours = [
+        AuditEntryFactory(organization=organization, created_at=now - timedelta(minutes=n)) for n in range(3)
+    ]
+    ours[0].team_id = team.id
+    ours[0].save()
+    theirs = AuditEntryFactory(
+        organization=outsider.organization, created_at=now, requested_model="theirs-only"
+    )
+
+    response = console_for(organization, "member").get("/console/tail/")
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert re.findall(r'data-log-id="([0-9a-f-]{36})"', page) == [str(e.id) for e in ours]
+    assert str(theirs.id) not in page and "theirs-only" not in page
+    assert "Search" in page and "secret prompt" not in page
+    assert "Live updates need JavaScript" in page
+    assert f'data-websocket="/console/tail/ws?organization={organization.id}"' in page
+    assert "/static/console/tail.js" in page
+
+
+def test_a_visitor_without_a_session_is_sent_to_the_sign_in_page(client, db):
+    response = client.get("/console/tail/")
+    assert response.status_code == 302 and response["Location"].startswith("/console/login/")
+
+
+# --- The WebSocket --------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_connection_without_a_session_is_closed():
+    communicator = await socket(None)
+    assert await communicator.connect() == (False, consumers.NOT_SIGNED_IN)
+
+    forged = await socket("not-a-session-key")
+    assert await forged.connect() == (False, consumers.NOT_SIGNED_IN)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_connection_from_another_sites_page_is_refused(organization):
+    session, _ = await database_sync_to_async(signed_in)(organization)
+    for origin in ((b"origin", b"https://evil.example"), None):
+        communicator = await socket(session, origin=origin)
+        connected, _ = await communicator.connect()
+        assert not connected
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_asking_for_another_organizations_tail_is_closed(organization, outsider):
+    session, membership = await database_sync_to_async(signed_in)(organization)
+    for asked in (outsider.organization.id, uuid.uuid4(), "not-an-id"):
+        communicator = await socket(session, f"?organization={asked}")
+        assert await communicator.connect() == (False, consumers.FORBIDDEN)
+
+    # A member of both organizations watches the one the console session works in, not the other.
+    await database_sync_to_async(MembershipFactory)(
+        organization=outsider.organization, user=membership.user, role="owner"
+    )
+    communicator = await socket(session, f"?organization={outsider.organization.id}")
+    assert await communicator.connect() == (False, consumers.FORBIDDEN)
+    mine = await opened(session, f"?organization={organization.id}")
+    await mine.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_tail_follows_the_organization_the_session_switched_to(organization, outsider):
+    session, membership = await database_sync_to_async(signed_in)(organization)
+    await database_sync_to_async(MembershipFactory)(
+        organization=outsider.organization, user=membership.user, role="member"
+    )
+
+    def switch():
+        from django.contrib.sessions.backends.db import SessionStore
+
+        store = SessionStore(session_key=session)
+        store[SESSION_ORGANIZATION] = str(outsider.organization.id)
+        store.save()
+
+    await database_sync_to_async(switch)()
+    communicator = await socket(session)
+    connected, _ = await communicator.connect()
+    assert connected
+    assert await communicator.receive_json_from() == {
+        "type": "hello",
+        "organization": str(outsider.organization.id),
+    }
+    await communicator.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_member_removed_from_the_organization_stops_receiving(organization, monkeypatch):
+    session, membership = await database_sync_to_async(signed_in)(organization)
+    communicator = await opened(session)
+    monkeypatch.setattr(consumers, "RECHECK_SECONDS", 0.0)
+    await database_sync_to_async(Membership.objects.filter(pk=membership.pk).delete)()
+
+    await get_channel_layer().group_send(tail_group(organization.id), {"type": MESSAGE_TYPE, "requests": []})
+
+    assert (await communicator.receive_output(timeout=1))["type"] == "websocket.close"
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_signed_out_session_stops_receiving(organization, monkeypatch):
+    session, _ = await database_sync_to_async(signed_in)(organization)
+    communicator = await opened(session)
+    monkeypatch.setattr(consumers, "RECHECK_SECONDS", 0.0)
+
+    def sign_out():
+        from django.contrib.sessions.backends.db import SessionStore
+
+        SessionStore(session_key=session).delete()
+
+    await database_sync_to_async(sign_out)()
+    await get_channel_layer().group_send(tail_group(organization.id), {"type": MESSAGE_TYPE, "requests": []})
+
+    assert (await communicator.receive_output(timeout=1))["type"] == "websocket.close"
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_another_websocket_path_is_refused(organization):
+    session, _ = await database_sync_to_async(signed_in)(organization)
+    communicator = WebsocketCommunicator(
+        application,
+        "/console/other/ws",
+        headers=[(b"host", b"127.0.0.1"), ORIGIN, (b"cookie", f"sessionid={session}".encode())],
+    )
+    assert await communicator.connect() == (False, consumers.NOT_FOUND)
+
+
+# --- A real request through the proxy -------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_request_through_the_proxy_reaches_its_organizations_tail_and_no_other(
+    organization,
+    outsider,
+    routed,  # noqa: F811 (the proxy's fixtures, imported above)
+    gateway_key,  # noqa: F811
+    proxy,  # noqa: F811
+):
+    team = await database_sync_to_async(TeamFactory)(organization=organization, name="Checkout")
+    ours_session, _ = await database_sync_to_async(signed_in)(organization, "member")
+    theirs_session, _ = await database_sync_to_async(signed_in)(outsider.organization, "owner")
+    ours, theirs = await opened(ours_session), await opened(theirs_session)
+
+    response = await proxy.post(
+        "/v1/chat/completions",
+        headers={**bearer(gateway_key[1]), "x-gateway-team": str(team.id)},
+        json={"model": "fast", "messages": [{"role": "user", "content": "my card is 4111 1111 1111 1111"}]},
+    )
+    assert response.status_code == 200
+
+    message = await ours.receive_json_from(timeout=5)
+    assert message["type"] == "request"
+    assert message["log_id"] == response.headers["x-gateway-request-id"]
+    assert set(message) == SUMMARY_FIELDS | {"type"}  # the log list's summary: never a body
+    assert "4111" not in str(message)
+    assert (message["status"], message["requested_model"], message["provider"]) == (200, "fast", "openai")
+    assert (message["team_id"], message["team_name"]) == (str(team.id), "Checkout")
+    assert message["api_key_prefix"] == gateway_key[0].key_prefix
+    assert Decimal(message["cost_usd"]) == Decimal(response.headers["x-gateway-cost-usd"])
+    assert message["cache"] == response.headers["x-gateway-cache"]
+    assert await theirs.receive_nothing(timeout=0.2)
+
+    await ours.disconnect()
+    await theirs.disconnect()
+
+
+# --- The publisher --------------------------------------------------------------------------------
+
+
+async def test_a_burst_is_one_message_per_organization_with_its_latest_requests(monkeypatch):
+    sent = []
+
+    class Layer:
+        async def group_send(self, group, message):
+            sent.append((group, message))
+
+    monkeypatch.setattr("apps.audit.tail.get_channel_layer", Layer)
+    tail = TailPublisher(interval=0.01, max_per_message=3)
+    from apps.audit.records import RequestRecord
+
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    for number in range(5):
+        for organization_id in (first, second):
+            tail.hand_off(
+                RequestRecord(
+                    request_id=f"{organization_id[:8]}-{number}",
+                    started_at=datetime.now(UTC),
+                    endpoint="/v1/chat/completions",
+                    client_ip="203.0.113.7",
+                    user_agent="test",
+                    organization_id=organization_id,
+                    request_body=b"secret",
+                    response_body=b"secret",
+                )
+            )
+    tail.hand_off(RequestRecord("anonymous", datetime.now(UTC), "/v1/models", "", ""))  # no organization
+    for _ in range(50):
+        if sent:
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.gather(*tail._tasks)
+
+    assert sorted(group for group, _ in sent) == sorted([tail_group(first), tail_group(second)])
+    for group, message in sent:
+        prefix = group.removeprefix("tail.")[:8]
+        assert [request["log_id"] for request in message["requests"]] == [f"{prefix}-{n}" for n in (2, 3, 4)]
+        assert "secret" not in str(message)
+
+
+def test_the_hand_off_does_nothing_without_an_event_loop():
+    from apps.audit.records import RequestRecord
+
+    before = len(publisher._pending)
+    publisher.hand_off(RequestRecord("x", datetime.now(UTC), "/v1/models", "", "", organization_id="o"))
+    assert len(publisher._pending) == before

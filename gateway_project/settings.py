@@ -213,9 +213,8 @@ ACCOUNT_EMAIL_VERIFICATION = "none"  # accounts are made by people the organizat
 ACCOUNT_SESSION_REMEMBER = True
 ACCOUNT_LOGOUT_ON_GET = False  # sign-out is a POST (CSRF), never a link a page can make you follow
 ACCOUNT_LOGOUT_REDIRECT_URL = CONSOLE_LOGIN_URL
-# Failed passwords are counted by apps/accounts/login_throttle.py alone (the adapter asks it);
-# allauth's own counter would lock out on a different rule and say it differently.
-ACCOUNT_RATE_LIMITS = {"login_failed": None}
+# Failed passwords are counted by apps/accounts/login_throttle.py alone (the adapter asks it instead
+# of allauth's counter); allauth's "login_failed" limit still bounds wrong two-factor codes per user.
 SOCIALACCOUNT_ADAPTER = "apps.sso.adapter.SsoAccountAdapter"
 SOCIALACCOUNT_AUTO_SIGNUP = True
 SOCIALACCOUNT_EMAIL_AUTHENTICATION = False  # apps/sso/adapter.py links accounts, after its checks

@@ -12,10 +12,11 @@ the login paths ask ``locked_out`` first so they can say why.
 import hashlib
 import ipaddress
 
+from allauth.mfa.signals import authentication_failed as mfa_authentication_failed
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
-from django.contrib.auth.signals import user_login_failed
+from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.dispatch import receiver
@@ -75,9 +76,27 @@ def _username(credentials: dict) -> str:
     return str(credentials.get("username") or credentials.get(get_user_model().USERNAME_FIELD) or "")
 
 
+def clear_account(username: str) -> None:
+    """A complete sign-in (with its second factor, if the account has one) clears the account's count."""
+    cache.delete(_account_key(username))
+
+
 @receiver(user_login_failed, dispatch_uid="apps.accounts.login_throttle.count_failure")
 def count_failure(sender, credentials: dict, request: HttpRequest | None = None, **kwargs) -> None:
     record_failure(username=_username(credentials), client_ip=client_address(request))
+
+
+@receiver(mfa_authentication_failed, dispatch_uid="apps.accounts.login_throttle.count_mfa_failure")
+def count_mfa_failure(sender, request: HttpRequest | None = None, user=None, **kwargs) -> None:
+    """A wrong two-factor code on the console is a failed sign-in too."""
+    if user is not None:
+        record_failure(username=user.email, client_ip=client_address(request))
+
+
+@receiver(user_logged_in, dispatch_uid="apps.accounts.login_throttle.clear_on_login")
+def clear_on_login(sender, request: HttpRequest | None = None, user=None, **kwargs) -> None:
+    if user is not None:
+        clear_account(user.get_username())
 
 
 class ThrottledModelBackend(ModelBackend):
@@ -89,6 +108,14 @@ class ThrottledModelBackend(ModelBackend):
         if locked_out(username=username, client_ip=client_address(request)):
             raise PermissionDenied  # authenticate() stops here and reports a failed sign-in
         user = super().authenticate(request, username=username, password=password, **kwargs)
-        if user is not None:
-            cache.delete(_account_key(username))
+        if user is not None and not _has_two_factor(user):
+            # With a second factor the count stays until the code is right too (clear_on_login, or
+            # the API's login), so a known password cannot reset it between guessed codes.
+            clear_account(username)
         return user
+
+
+def _has_two_factor(user) -> bool:
+    from .two_factor import has_two_factor
+
+    return has_two_factor(user)

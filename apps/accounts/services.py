@@ -45,6 +45,7 @@ def session_login(
             )
         if not two_factor.verify_code(user=user, code=code, request=request):
             raise AuthenticationFailed("The two-factor code is incorrect.", code="invalid_mfa_code")
+        login_throttle.clear_account(email)
 
     memberships = Membership.objects.filter(user=user).order_by("created_at")
     if organization_id is not None:

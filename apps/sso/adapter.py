@@ -15,6 +15,7 @@ gets an account (unusable password) if they had none, and a membership in the co
 organization with its ``default_role`` if they had none there (just in time).
 """
 
+import functools
 import logging
 import uuid
 
@@ -76,7 +77,8 @@ class SsoAccountAdapter(DefaultSocialAccountAdapter):
     def get_requests_session(self):
         session = super().get_requests_session()
         if settings.GATEWAY_SSO_CA_BUNDLE:
-            session.verify = settings.GATEWAY_SSO_CA_BUNDLE
+            # Per request: requests lets REQUESTS_CA_BUNDLE override a session's own ``verify``.
+            session.request = functools.partial(session.request, verify=settings.GATEWAY_SSO_CA_BUNDLE)
         return session
 
     def is_open_for_signup(self, request: HttpRequest, sociallogin) -> bool:

@@ -49,3 +49,30 @@ def create_connection(client, **fields) -> dict:
     response = client.post(CONNECTIONS, connection_body(**fields), format="json")
     assert response.status_code == 201, response.content
     return response.json()
+
+
+@pytest.fixture(scope="session")
+def _identity_provider():
+    """One identity provider for the run (its keys and certificate take a moment to make)."""
+    from tests.oidc_provider import OidcProvider
+
+    provider = OidcProvider(client_secret=new_secret()).start()
+    yield provider
+    provider.stop()
+
+
+@pytest.fixture
+def oidc_provider(_identity_provider, settings):
+    """The run's identity provider (tests/oidc_provider.py), reset to sign in the default user, and
+    trusted by the gateway (its test CA as ``GATEWAY_SSO_CA_BUNDLE``)."""
+    from tests.oidc_provider import IdpUser
+
+    provider = _identity_provider
+    provider.user = IdpUser()
+    provider.id_token_claims = {}
+    provider.sign_with_unknown_key = False
+    provider.redirect_uris = None
+    provider.authorization_requests.clear()
+    provider.token_requests.clear()
+    settings.GATEWAY_SSO_CA_BUNDLE = provider.ca_bundle
+    return provider

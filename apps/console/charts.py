@@ -22,7 +22,7 @@ from django.utils.safestring import SafeString, mark_safe
 Number = int | float | Decimal
 
 WIDTH = 480
-FONT = 13
+FONT = 15  # about 11 px on a 390 px phone, 13 px in a half-width desktop column
 # Series colours: the console's accent, then colours that stay apart for the common colour blindness.
 PALETTE = ("#2457c5", "#d55e00", "#1a7f37", "#9a6700", "#6f42c1")
 INK, MUTED, GRID = "#1b1f24", "#5b6570", "#d8dde3"
@@ -121,16 +121,22 @@ def _value_axis(
 
 
 def _category_axis(labels: Sequence[str], x_of: Callable[[int], float], y: float) -> list[str]:
-    """At most about six labels under the axis, evenly chosen, so they never overlap."""
+    """At most about six labels under the axis, evenly chosen, so they never overlap; each kept
+    inside the picture (the first and last would otherwise be cut at its edges)."""
     if not labels:
         return []
     every = max(1, math.ceil(len(labels) / 6))
-    return [
-        f'<text x="{_fmt(x_of(index))}" y="{_fmt(y)}" text-anchor="middle" fill="{MUTED}">'
-        f"{text(truncate(label, 12))}</text>"
-        for index, label in enumerate(labels)
-        if index % every == 0
-    ]
+    parts = []
+    for index, label in enumerate(labels):
+        if index % every:
+            continue
+        label = truncate(label, 12)
+        half = len(label) * FONT * 0.32  # about half the label's width
+        x = min(max(x_of(index), half + 2), WIDTH - half - 2)
+        parts.append(
+            f'<text x="{_fmt(x)}" y="{_fmt(y)}" text-anchor="middle" fill="{MUTED}">{text(label)}</text>'
+        )
+    return parts
 
 
 def bar_chart(
@@ -145,7 +151,7 @@ def bar_chart(
     """Vertical bars over a sequence of labels (a time axis: one bar per hour or day)."""
     if not bars:
         return _empty(chart_id, title, description)
-    height, top, bottom, left, right = 240.0, 12.0, 212.0, 64.0, WIDTH - 8.0
+    height, top, bottom, left, right = 250.0, 12.0, 220.0, 70.0, WIDTH - 8.0
     ticks = nice_ticks(max(float(value) for _, value in bars))
     scale = (bottom - top) / ticks[-1]
 
@@ -187,12 +193,12 @@ def horizontal_bar_chart(
     description: str,
     bars: Sequence[tuple[str, Number]],
     value_label: Callable[[Number], str] = str,
-    label_length: int = 20,
+    label_length: int = 16,
 ) -> SafeString:
     """One labelled horizontal bar per category (a team, a model, a provider), biggest as given."""
     if not bars:
         return _empty(chart_id, title, description)
-    row, top, label_width = 26.0, 8.0, 150.0
+    row, top, label_width = 28.0, 8.0, 160.0
     left, right = label_width + 8, WIDTH - 70.0
     height = top * 2 + row * len(bars)
     biggest = max(float(value) for _, value in bars) or 1.0
@@ -236,8 +242,8 @@ def line_chart(
     values = [float(v) for s in series for v in s.values if v is not None]
     if not labels or not values:
         return _empty(chart_id, title, description)
-    legend = 22.0
-    height, top, bottom, left, right = 262.0, 12.0 + legend, 234.0, 64.0, WIDTH - 12.0
+    legend = 24.0
+    height, top, bottom, left, right = 272.0, 12.0 + legend, 242.0, 70.0, WIDTH - 12.0
     ticks = nice_ticks(max(values))
     scale = (bottom - top) / ticks[-1]
     step = (right - left) / max(1, len(labels) - 1)

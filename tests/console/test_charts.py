@@ -77,7 +77,7 @@ def test_horizontal_bars_truncate_long_labels_but_keep_them_whole_in_the_title()
     name = "a-very-long-model-name-from-a-client-" * 3
     root = parse(charts.horizontal_bar_chart(chart_id="m", title="t", description="d", bars=[(name, 2)]))
     labels = [text.text for text in root.iter(f"{SVG}text")]
-    assert any(label.endswith("…") and len(label) == 20 for label in labels)
+    assert any(label.endswith("…") and len(label) == 16 for label in labels)
     assert root.find(f".//{SVG}rect/{SVG}title").text == f"{name}: 2"
 
 

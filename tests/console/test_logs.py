@@ -217,8 +217,8 @@ def test_one_entrys_page_shows_what_the_api_answers(console_for, client_for, org
     assert "overloaded" in page and "pii: email" in page and "<code>detector</code>: email" in page
     assert api["cost_usd"] == "0.00042150" and "0.00042150 USD" in page
     assert "x-gateway-request-id" in page and str(shown.id) in page
-    assert "<code>x-gateway-cost-usd</code></th><td><code>0.00042150</code>" in page
-    assert "<code>x-gateway-policy-action</code></th><td><code>redacted</code>" in page
+    assert "<code>x-gateway-cost-usd</code></td><td><code>0.00042150</code>" in page
+    assert "<code>x-gateway-policy-action</code></td><td><code>redacted</code>" in page
     assert "Search" in page
     assert "mail [REDACTED:email]" in page  # the body exactly as kept (and as the API answers it)
     assert api["request_body"] == shown.request_body

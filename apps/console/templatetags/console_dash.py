@@ -24,6 +24,15 @@ def dollars(value) -> str:
 
 
 @register.filter
+def count(value) -> str:
+    """A whole number with thousands separators: 677520 -> "677,520"."""
+    try:
+        return f"{int(value):,}"
+    except (TypeError, ValueError):
+        return "" if value is None else str(value)
+
+
+@register.filter
 def rate(value) -> str:
     """A share from 0 to 1 as a percentage: 0.1234 -> "12.3%"; "—" for None."""
     if value is None or value == "":

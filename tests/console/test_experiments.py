@@ -289,6 +289,8 @@ def test_a_decided_result_names_the_best_variant(console_for, organization, alia
     page = console_for(organization, "member").get(f"{page_of(experiment)}results").content.decode()
     assert "Verdict: variant better</strong>. Best variant: <strong>large</strong>" in page
     assert "verdict-better" in page and "&lt; 0.001" in page
+    # Equal costs: a difference of zero reads as money, not as 0E-8.
+    assert "+$0.00000000" in page and "E-8" not in page
 
 
 @pytest.mark.parametrize(

@@ -65,7 +65,7 @@ def dollars(value) -> str:
     except InvalidOperation:
         return NONE
     sign = "-" if amount < 0 else ""
-    return f"{sign}${abs(amount)}"
+    return f"{sign}${abs(amount):f}"  # fixed point: 0E-8 reads $0.00000000
 
 
 def _format(value, kind: str) -> str:

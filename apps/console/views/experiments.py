@@ -107,7 +107,7 @@ def _rows_of(experiment: Experiment | None) -> list[dict]:
     if experiment is None:
         return [
             {"name": "control", "weight": "50", "model": "", "prompt_version": "", "parameters": ""},
-            {"name": "", "weight": "50", "model": "", "prompt_version": "", "parameters": ""},
+            {"name": "treatment", "weight": "50", "model": "", "prompt_version": "", "parameters": ""},
         ]
     return [
         {

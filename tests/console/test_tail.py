@@ -304,3 +304,9 @@ def test_the_hand_off_does_nothing_without_an_event_loop():
     before = len(publisher._pending)
     publisher.hand_off(RequestRecord("x", datetime.now(UTC), "/v1/models", "", "", organization_id="o"))
     assert len(publisher._pending) == before
+
+
+@pytest.mark.django_db
+def test_the_tail_page_takes_no_post(console_for, organization):
+    response = console_for(organization, "owner").post("/console/tail/")
+    assert response.status_code == 403  # CSRF first; with the token, 405

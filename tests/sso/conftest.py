@@ -5,6 +5,7 @@ from django.db.models.signals import pre_save
 
 from apps.core.crypto import InvalidToken
 from apps.sso.models import SsoConnection
+from tests.console.conftest import console_for  # noqa: F401 (the console's signed-in clients, a fixture)
 from tests.secret_scan import ledger
 
 CONNECTIONS = "/api/v1/sso/connections"

@@ -1,0 +1,178 @@
+"""SSO connections: list, add, edit, delete the organization's OpenID Connect connections (docs/sso.md).
+
+Owners only, for every page, reading included (admins and members get 403, on the server), as in the
+API. Forms are checked by the API's serializer and written through its services, so the plan rule
+(403 plan_required on the free plan) and the domain claims (409 sso_domain_taken) hold here too and
+are shown on the form. The client secret is write-only: never put back in a page, not even in a
+form shown again after an error; only its last four characters are shown.
+"""
+
+from allauth.utils import build_absolute_uri
+from django.contrib import messages
+from django.http import QueryDict
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import path, reverse
+
+from apps.console.access import Console, console_view
+from apps.console.areas import Navigation
+from apps.console.forms import flat_errors, service_errors, text
+from apps.core.errors import GatewayError
+from apps.organizations.models import Plan, Role
+from apps.sso import selectors, services
+from apps.sso.api.serializers import SsoConnectionWriteSerializer
+from apps.sso.models import MemberRole, SsoConnection
+
+SECRET = "client_secret"  # never echoed
+
+
+def _flag(post: QueryDict, name: str) -> bool | None:
+    """A checkbox posted after a hidden ``false``: the last value is the answer; absent says nothing."""
+    values = post.getlist(name)
+    return values[-1] == "true" if values else None
+
+
+def _input(post: QueryDict, *, creating: bool) -> dict:
+    data = {
+        "name": post.get("name", "").strip(),
+        "issuer": post.get("issuer", "").strip(),
+        "client_id": post.get("client_id", "").strip(),
+        "allowed_domains": [
+            part for part in post.get("allowed_domains", "").replace(",", " ").split() if part
+        ],
+        "default_role": text(post, "default_role"),
+        "is_active": _flag(post, "is_active"),
+        "require_sso": _flag(post, "require_sso"),
+    }
+    secret = post.get(SECRET, "")
+    if secret or creating:
+        data[SECRET] = secret
+    return {name: value for name, value in data.items() if value is not None}
+
+
+def _without_secret(post: QueryDict) -> dict:
+    return {name: post.get(name) for name in post if name not in (SECRET, "csrfmiddlewaretoken")} | {
+        "allowed_domains": post.get("allowed_domains", "")
+    }
+
+
+def _check(data: dict, *, partial: bool):
+    """(validated data, {}) or (None, errors by field), by the API's own serializer."""
+    serializer = SsoConnectionWriteSerializer(data=data, partial=partial)
+    if serializer.is_valid():
+        return serializer.validated_data, {}
+    return None, flat_errors(serializer.errors)
+
+
+def callback_url(request, connection: SsoConnection) -> str:
+    """The redirect URI to register at the identity provider."""
+    return build_absolute_uri(request, reverse("sso_callback", kwargs={"provider_id": connection.id}))
+
+
+def _context(console: Console, **extra) -> dict:
+    return {
+        "console": console,
+        "roles": MemberRole.choices,
+        "plan_allows": console.organization.plan != Plan.FREE,
+        "plan_message": services.PLAN_MESSAGE,
+        **extra,
+    }
+
+
+def _connection(console: Console, connection_id) -> SsoConnection:
+    return get_object_or_404(
+        selectors.sso_connections(organization_id=console.organization.id), pk=connection_id
+    )
+
+
+@console_view(role=Role.OWNER)
+def sso_connection_list(request, console: Console):
+    connections = [
+        (connection, callback_url(request, connection))
+        for connection in selectors.sso_connections(organization_id=console.organization.id)
+    ]
+    return render(request, "console/sso/list.html", _context(console, rows=connections))
+
+
+@console_view(role=Role.OWNER, methods=("GET", "POST"))
+def sso_connection_create(request, console: Console):
+    errors: dict = {}
+    status = 200
+    if request.method == "POST":
+        data, errors = _check(_input(request.POST, creating=True), partial=False)
+        status = 400
+        if data is not None:
+            try:
+                connection = services.sso_connection_create(organization=console.organization, **data)
+            except GatewayError as error:
+                errors, status = service_errors(error), error.status
+            else:
+                messages.success(
+                    request,
+                    f"Added {connection.name}. Register {callback_url(request, connection)} as its redirect "
+                    "URI at the identity provider.",
+                )
+                return redirect("console:sso-connection", connection_id=connection.id)
+    return render(
+        request,
+        "console/sso/form.html",
+        _context(console, errors=errors, form=_without_secret(request.POST) if errors else None),
+        status=status,
+    )
+
+
+def _detail(request, console: Console, connection: SsoConnection, *, errors=None, form=None, status=200):
+    return render(
+        request,
+        "console/sso/detail.html",
+        _context(
+            console,
+            connection=connection,
+            callback_url=callback_url(request, connection),
+            errors=errors or {},
+            form=form,
+        ),
+        status=status,
+    )
+
+
+@console_view(role=Role.OWNER)
+def sso_connection_detail(request, console: Console, connection_id):
+    return _detail(request, console, _connection(console, connection_id))
+
+
+@console_view(role=Role.OWNER, methods=("POST",))
+def sso_connection_update(request, console: Console, connection_id):
+    connection = _connection(console, connection_id)
+    data, errors = _check(_input(request.POST, creating=False), partial=True)
+    status = 400
+    if data is not None:
+        try:
+            services.sso_connection_update(connection=connection, **data)
+        except GatewayError as error:
+            errors, status = service_errors(error), error.status
+        else:
+            messages.success(request, f"Saved {connection.name}.")
+            return redirect("console:sso-connection", connection_id=connection.id)
+    connection.refresh_from_db()
+    return _detail(
+        request, console, connection, errors=errors, form=_without_secret(request.POST), status=status
+    )
+
+
+@console_view(role=Role.OWNER, methods=("POST",))
+def sso_connection_delete(request, console: Console, connection_id):
+    connection = _connection(console, connection_id)
+    services.sso_connection_delete(connection=connection)
+    messages.success(request, f"Deleted {connection.name}; its email domains sign in with passwords again.")
+    return redirect("console:sso-connections")
+
+
+NAVIGATION = Navigation("SSO", "console:sso-connections", "sso-connection")
+
+urlpatterns = [
+    path("sso/", sso_connection_list, name="sso-connections"),
+    path("sso/new", sso_connection_create, name="sso-connection-create"),
+    path("sso/<uuid:connection_id>/", sso_connection_detail, name="sso-connection"),
+    path("sso/<uuid:connection_id>/edit", sso_connection_update, name="sso-connection-update"),
+    path("sso/<uuid:connection_id>/delete", sso_connection_delete, name="sso-connection-delete"),
+]

@@ -20,6 +20,9 @@ def flat_errors(errors, prefix: str = "") -> dict[str, list[str]]:
     flat: dict[str, list[str]] = {}
     if isinstance(errors, Mapping):
         for name, value in errors.items():
+            if isinstance(name, int):  # DRF keys a list's errors by index: say it as the API does
+                flat.update(flat_errors(value, f"{prefix}[{name}]"))
+                continue
             name = FORM if name == "non_field_errors" else name
             flat.update(flat_errors(value, f"{prefix}.{name}" if prefix else str(name)))
     elif isinstance(errors, list) and errors and not all(isinstance(item, str) for item in errors):

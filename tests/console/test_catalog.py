@@ -109,8 +109,8 @@ def test_a_refused_alias_says_why_and_creates_nothing(console_for, organization,
     response = post_form(client, f"{LIST}new", f"{LIST}new", alias_form("mine", [("nowhere", "gpt-4o", "x")]))
     assert response.status_code == 400
     page = response.content.decode()
-    assert "deployments.0.provider" in page and "is not a valid choice" in page
-    assert "deployments.0.priority" in page
+    assert "deployments[0].provider" in page and "is not a valid choice" in page
+    assert "deployments[0].priority" in page
     assert not ModelAlias.objects.filter(organization=organization).exists()
 
 

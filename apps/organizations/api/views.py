@@ -1,11 +1,10 @@
-from django.db import transaction
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics
 from rest_framework.response import Response
 
 from apps.core.errors import InvalidRequest
 from apps.limits.api.serializers import nested_under
-from apps.limits.services import UNSET, limits_set
+from apps.limits.services import UNSET
 from apps.organizations import services
 from apps.organizations.models import Organization
 from apps.organizations.tenancy import OrganizationScopedMixin
@@ -34,11 +33,10 @@ class CurrentOrganizationView(OrganizationScopedMixin, generics.GenericAPIView):
         serializer.is_valid(raise_exception=True)
         changes = dict(serializer.validated_data)
         budget, rate_limits = changes.pop("budget", UNSET), changes.pop("rate_limits", UNSET)
-        # One transaction: a budget the service refuses leaves the other settings unchanged too.
         try:
-            with transaction.atomic():
-                services.organization_update(organization=organization, **changes)
-                limits_set(organization=organization, budget=budget, rate_limits=rate_limits)
+            services.organization_settings_update(
+                organization=organization, budget=budget, rate_limits=rate_limits, **changes
+            )
         except InvalidRequest as error:
             raise nested_under("settings", error) from error
         return Response(self.get_serializer(self.get_object()).data)  # read again: the limits changed

@@ -8,7 +8,6 @@ resume, complete and promote move the configuration generation and raise the exp
 move the status does not allow is refused by the service (409), shown on the experiment's page."""
 
 import json
-import re
 
 from django.contrib import messages
 from django.http import Http404, QueryDict
@@ -148,16 +147,6 @@ def _form(request, console: Console, *, experiment: Experiment | None, errors=No
     )
 
 
-def _checked(data: dict) -> tuple[dict | None, dict]:
-    """The API serializer's check, with list positions named as the API names them
-    (``variants[1].weight``, not ``variants.1.weight``)."""
-    values, errors = check(ExperimentInputSerializer, data)
-    return values, {_INDEX.sub(r"[\1]", field): problems for field, problems in errors.items()}
-
-
-_INDEX = re.compile(r"\.(\d+)(?=\.|$)")
-
-
 def _plain(values: dict) -> dict:
     """Serializer output as the plain dicts and lists the services take."""
     if "variants" in values:
@@ -182,7 +171,7 @@ def experiment_create(request, console: Console):
     data, errors = _experiment_input(request.POST)
     status = 400
     if not errors:
-        data, errors = _checked(data)
+        data, errors = check(ExperimentInputSerializer, data)
     if data is not None and not errors:
         try:
             experiment = services.experiment_create(organization=console.organization, **_plain(data))
@@ -206,7 +195,7 @@ def experiment_update(request, console: Console, experiment_id):
     data, errors = _experiment_input(request.POST)
     status = 400
     if not errors:
-        data, errors = _checked(data)
+        data, errors = check(ExperimentInputSerializer, data)
     if data is not None and not errors:
         try:
             services.experiment_update(experiment=experiment, **_plain(data))

@@ -8,7 +8,6 @@ from rest_framework.response import Response
 from apps.organizations.models import Role
 from apps.organizations.tenancy import OrganizationScopedViewSet
 from apps.prompts import selectors, services
-from apps.prompts.catalog import PromptCatalog, render_request
 from apps.prompts.models import PromptLabel, PromptTemplate, PromptVersion
 
 from .serializers import (
@@ -111,9 +110,7 @@ class PromptTemplateViewSet(
         template = self.find_template(pk)
         serializer = RenderSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        snapshot = selectors.template_snapshot(template)
-        catalog = PromptCatalog(by_slug={snapshot.slug: snapshot}, by_id={snapshot.id: snapshot})
-        rendered = render_request(catalog, {"id": snapshot.id, **serializer.validated_data})
+        rendered = selectors.template_render(template, **serializer.validated_data)
         return Response(
             RenderedSerializer(
                 {

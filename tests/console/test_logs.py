@@ -301,6 +301,14 @@ def test_a_bad_filter_refuses_the_export_with_the_apis_message(console_for, orga
     )
 
 
+def test_the_logs_link_is_current_on_the_log_pages_only(console_for, organization):
+    shown = entry(organization)
+    client = console_for(organization, "member")
+    for path in ("/console/logs/", f"/console/logs/{shown.id}/"):
+        assert '<a href="/console/logs/" aria-current="page">Logs</a>' in client.get(path).content.decode()
+    assert 'aria-current="page">Logs' not in client.get("/console/tail/").content.decode()
+
+
 def test_the_log_pages_take_no_post(console_for, organization):
     client = console_for(organization, "owner")
     assert client.post("/console/logs/").status_code == 403  # CSRF first

@@ -206,6 +206,22 @@ async def test_a_signed_out_session_stops_receiving(organization, monkeypatch):
 
 
 @pytest.mark.django_db(transaction=True)
+async def test_a_session_whose_password_changed_stops_receiving(organization, monkeypatch):
+    session, membership = await database_sync_to_async(signed_in)(organization)
+    communicator = await opened(session)
+    monkeypatch.setattr(consumers, "RECHECK_SECONDS", 0.0)
+
+    def change_password():
+        membership.user.set_password("another-long-password")
+        membership.user.save()
+
+    await database_sync_to_async(change_password)()
+    await get_channel_layer().group_send(tail_group(organization.id), {"type": MESSAGE_TYPE, "requests": []})
+
+    assert (await communicator.receive_output(timeout=1))["type"] == "websocket.close"
+
+
+@pytest.mark.django_db(transaction=True)
 async def test_another_websocket_path_is_refused(organization):
     session, _ = await database_sync_to_async(signed_in)(organization)
     communicator = WebsocketCommunicator(

@@ -225,11 +225,12 @@ def log_export(request, console: Console, export_format: str):
     return attachment(export_query, "compliance", exports.compliance_export(export_query))
 
 
-NAVIGATION = Navigation("Logs", "console:logs", "log")
+# "logs", not "log": the sign-in pages' names (login, logout) must not mark this link current.
+NAVIGATION = Navigation("Logs", "console:logs", "logs")
 
 urlpatterns = [
     path("logs/", log_list, name="logs"),
-    path("logs/export.csv", log_export, {"export_format": "csv"}, name="log-export-csv"),
-    path("logs/export.jsonl", log_export, {"export_format": "jsonl"}, name="log-export-jsonl"),
-    path("logs/<uuid:log_id>/", log_detail, name="log"),
+    path("logs/export.csv", log_export, {"export_format": "csv"}, name="logs-export-csv"),
+    path("logs/export.jsonl", log_export, {"export_format": "jsonl"}, name="logs-export-jsonl"),
+    path("logs/<uuid:log_id>/", log_detail, name="logs-entry"),
 ]

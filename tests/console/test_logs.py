@@ -312,3 +312,13 @@ def test_the_logs_link_is_current_on_the_log_pages_only(console_for, organizatio
 def test_the_log_pages_take_no_post(console_for, organization):
     client = console_for(organization, "owner")
     assert client.post("/console/logs/").status_code == 403  # CSRF first
+
+
+def test_the_filter_forms_empty_fields_are_dropped_by_a_redirect(console_for, organization):
+    entry(organization, model="claude-3-5-haiku")
+    client = console_for(organization, "member")
+    response = client.get("/console/logs/?period=&team=&model=claude-3-5-haiku&status=&limit=")
+    assert response.status_code == 302 and response["Location"] == "/console/logs/?model=claude-3-5-haiku"
+    assert client.get("/console/logs/?period=&limit=")["Location"] == "/console/logs/"
+    page = client.get(response["Location"]).content.decode()
+    assert "claude-3-5-haiku" in page

@@ -13,7 +13,7 @@ from datetime import timedelta
 from decimal import Decimal
 from urllib.parse import urlsplit
 
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path
 from django.utils import timezone
 from rest_framework.exceptions import APIException, NotFound, ValidationError
@@ -108,8 +108,25 @@ def _refused(request, context: dict, exc: APIException):
     )
 
 
+def _without_empty_fields(request):
+    """The filter form sends every field, the empty ones too; the API reads an empty value as a bad one
+    (``limit=``). A redirect to the same filters without them keeps the address short and shareable."""
+    if all(request.GET.getlist(name) and all(request.GET.getlist(name)) for name in request.GET):
+        return None
+    params = request.GET.copy()
+    for name in list(params):
+        kept = [value for value in params.getlist(name) if value]
+        if kept:
+            params.setlist(name, kept)
+        else:
+            del params[name]
+    return redirect(f"{request.path}?{params.urlencode()}" if params else request.path)
+
+
 @console_view()
 def log_list(request, console: Console):
+    if (cleaned := _without_empty_fields(request)) is not None:
+        return cleaned
     context = _filters_context(console, request)
     query = LogQuerySerializer(data=request.GET)
     if not query.is_valid():

@@ -199,7 +199,9 @@ def horizontal_bar_chart(
     if not bars:
         return _empty(chart_id, title, description)
     row, top, label_width = 28.0, 8.0, 160.0
-    left, right = label_width + 8, WIDTH - 70.0
+    # Room after the longest bar for its value ("$0.130451"): about 0.6 of the font size a character.
+    widest_value = max(len(value_label(value)) for _, value in bars) * FONT * 0.6 + 8
+    left, right = label_width + 8, WIDTH - max(70.0, widest_value)
     height = top * 2 + row * len(bars)
     biggest = max(float(value) for _, value in bars) or 1.0
     parts = _open(chart_id, title, description, height)

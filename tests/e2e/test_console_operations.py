@@ -86,3 +86,28 @@ def test_a_team_budget_set_in_the_console_is_held_by_the_proxy(
     refused = chat(gateway, secret)
     assert refused.status_code == 402
     assert refused.json()["error"]["code"] == "budget_exceeded"
+
+
+def test_the_live_tail_shows_a_request_sent_through_the_proxy_as_it_finishes(
+    page,
+    gateway,
+    admin,
+    organization,
+    routed,
+    upstream,  # noqa: F811
+):
+    _, secret = create_api_key(organization, name="tail-watcher")
+    sign_in(page, gateway, admin.user.email)
+    page.goto(f"{gateway}/console/tail/")
+    expect(page.locator("#tail-state")).to_have_attribute("data-state", "live")
+    expect(page.locator("#tail-rows tr[data-log-id]")).to_have_count(0)
+
+    answered = chat(gateway, secret)
+    assert answered.status_code == 200
+    request_id = answered.headers["x-gateway-request-id"]
+
+    row = page.locator(f'#tail-rows tr[data-log-id="{request_id}"]')
+    expect(row).to_be_visible()
+    expect(row).to_contain_text("chat → gpt-4o-mini")
+    expect(row).to_contain_text("200")
+    screenshot(page, "tail")

@@ -131,6 +131,8 @@ PAGES = (
 def test_every_console_page_renders_in_a_browser(page, gateway, owner, showcase):
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{gateway}/console/login/")
+    screenshot(page, "login")
     sign_in(page, gateway, owner.user.email)
     for name, path in (*PAGES, *showcase.items()):
         response = page.goto(f"{gateway}{path}")

@@ -15,8 +15,7 @@ from apps.catalog.api.serializers import ModelAliasSerializer, ModelPriceSeriali
 from apps.catalog.models import ModelAlias
 from apps.console.access import Console, console_view
 from apps.console.areas import Navigation
-from apps.console.forms import check, flat_errors, service_errors, text
-from apps.console.views.form_fields import flag, labels
+from apps.console.forms import check, flag, flat_errors, labels, service_errors, text
 from apps.core.errors import GatewayError
 from apps.organizations.models import Role
 from apps.providers.models import Provider

@@ -15,8 +15,16 @@ from django.utils import timezone
 from apps.catalog.selectors import model_aliases_of
 from apps.console.access import Console, console_view
 from apps.console.areas import Navigation
-from apps.console.forms import flat_errors, limits_input, service_errors, text
-from apps.console.views.form_fields import decimal_number, flag, labels, whole
+from apps.console.forms import (
+    decimal_number,
+    flag,
+    flat_errors,
+    labels,
+    limits_input,
+    service_errors,
+    text,
+    whole,
+)
 from apps.core.errors import GatewayError, InvalidRequest
 from apps.limits.api.serializers import attached_limits, nested_under
 from apps.limits.models import BudgetPeriod, Scope

@@ -13,8 +13,7 @@ from django.urls import path
 
 from apps.console.access import Console, console_view
 from apps.console.areas import Navigation
-from apps.console.forms import check, flat_errors, service_errors, text
-from apps.console.views.form_fields import flag
+from apps.console.forms import check, flag, flat_errors, service_errors, text
 from apps.core.errors import GatewayError
 from apps.organizations.models import Role
 from apps.providers import selectors, services

@@ -13,8 +13,16 @@ from django.utils import timezone
 
 from apps.console.access import Console, console_view
 from apps.console.areas import Navigation
-from apps.console.forms import check, flat_errors, limits_input, service_errors, text
-from apps.console.views.form_fields import choice_flag, labels, whole
+from apps.console.forms import (
+    check,
+    choice_flag,
+    flat_errors,
+    labels,
+    limits_input,
+    service_errors,
+    text,
+    whole,
+)
 from apps.core.errors import GatewayError
 from apps.limits.api.serializers import attached_limits
 from apps.limits.models import BudgetPeriod, Scope

@@ -29,8 +29,11 @@ Use it as a context manager (or the ``oidc_provider`` fixture of tests/sso/conft
         idp.user = IdpUser(sub="u-1", email="alice@acme.test", email_verified=True)
         ...
 
-A browser (Playwright) opening ``idp.issuer`` must trust the test CA: launch the context with
-``ignore_https_errors=True``, or import ``idp.ca_bundle``.
+A gateway in a subprocess (``tests.servers.daphne_server``) is told to trust it through the
+environment: ``daphne_server(tmp_path, GATEWAY_SSO_CA_BUNDLE=idp.ca_bundle)``. A browser (Playwright)
+opening ``idp.issuer`` must trust the test CA too: make its context with
+``ignore_https_errors=True``. The provider lives in this process, so a test changes ``idp.user``
+between sign-ins while the gateway runs elsewhere.
 
 Knobs for the tests of refusals: ``user`` (whom the next sign-in is for), ``id_token_claims``
 (claims written over the id_token's, e.g. ``{"nonce": "forged"}``), ``sign_with_unknown_key``

@@ -21,6 +21,9 @@ from apps.accounts.models import User
 from apps.organizations.models import Membership, Organization, Role
 
 SESSION_ORGANIZATION = "console_organization_id"
+# Set by a single sign-on: the session may work in that organization only. The identity provider of
+# one organization vouches for nobody's access to another.
+SESSION_PINNED_ORGANIZATION = "console_pinned_organization_id"
 
 
 @dataclass(frozen=True)
@@ -49,9 +52,11 @@ class Console:
 def console_of(request: HttpRequest) -> Console | None:
     """The signed-in user's console in the organization their session chose (their first one when it
     chose none, or chose one they no longer belong to); None without any membership."""
-    memberships = tuple(
-        Membership.objects.select_related("organization").filter(user=request.user).order_by("created_at")
-    )
+    memberships = Membership.objects.select_related("organization").filter(user=request.user)
+    pinned = request.session.get(SESSION_PINNED_ORGANIZATION)
+    if pinned:
+        memberships = memberships.filter(organization_id=pinned)
+    memberships = tuple(memberships.order_by("created_at"))
     if not memberships:
         return None
     chosen = request.session.get(SESSION_ORGANIZATION)
@@ -70,10 +75,20 @@ def choose_organization(request: HttpRequest, organization_id: str) -> bool:
         organization_id = str(uuid.UUID(str(organization_id)))
     except ValueError:
         return False
+    pinned = request.session.get(SESSION_PINNED_ORGANIZATION)
+    if pinned and pinned != organization_id:
+        return False
     if not Membership.objects.filter(user=request.user, organization_id=organization_id).exists():
         return False
     request.session[SESSION_ORGANIZATION] = organization_id
     return True
+
+
+def pin_organization(request: HttpRequest, organization_id) -> None:
+    """After a single sign-on through ``organization_id``'s connection: the session works in that
+    organization and may not switch to another one the account belongs to."""
+    request.session[SESSION_PINNED_ORGANIZATION] = str(organization_id)
+    request.session[SESSION_ORGANIZATION] = str(organization_id)
 
 
 def forbidden(request: HttpRequest, console: Console | None, message: str) -> HttpResponse:

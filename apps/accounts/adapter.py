@@ -6,7 +6,8 @@
   every sign-in path shares (the API's login, /admin/login, the console); allauth's own counter is off.
 - After a single sign-on, the console opens in the organization of the connection used.
 - Two-factor secrets (the TOTP key, the recovery codes' seed) are encrypted at rest like every other
-  secret the gateway keeps (apps/core/crypto.py).
+  secret the gateway keeps (apps/core/crypto.py), and re-encrypted with them after a key rotation
+  (``manage.py reencrypt_secrets``).
 """
 
 from allauth.account.adapter import DefaultAccountAdapter
@@ -73,3 +74,18 @@ class MfaAdapter(DefaultMFAAdapter):
 
     def decrypt(self, encrypted_text: str) -> str:
         return crypto.decrypt(encrypted_text)
+
+
+def reencrypt_authenticator_data(data: dict) -> dict:
+    """An allauth ``Authenticator.data`` with every value ``MfaAdapter.encrypt`` wrote re-encrypted
+    under the first of ``GATEWAY_ENCRYPTION_KEYS`` (``manage.py reencrypt_secrets``): the TOTP key
+    (``secret``), the recovery codes' seed (``seed``) and recovery codes migrated from another library
+    (``migrated_codes``, a list). The rest (``used_mask``, ``viewed_at``) is kept as it is, so the same
+    codes stay valid and used ones stay used. Raises ``crypto.InvalidToken`` when no key can read one."""
+    data = dict(data)
+    for key in ("secret", "seed"):
+        if data.get(key):
+            data[key] = crypto.reencrypt(data[key])
+    if data.get("migrated_codes"):
+        data["migrated_codes"] = [crypto.reencrypt(code) for code in data["migrated_codes"]]
+    return data

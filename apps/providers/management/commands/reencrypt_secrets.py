@@ -1,27 +1,66 @@
 """Re-encrypts every secret stored at rest under the first of ``GATEWAY_ENCRYPTION_KEYS``: provider
-key secrets, and webhook signing secrets (the current one and, during a roll, the previous one).
+key secrets, webhook signing secrets (the current one and, during a roll, the previous one), SSO
+connections' client secrets, and the two-factor secrets allauth keeps in ``Authenticator.data``
+(the TOTP key and the recovery codes' seed, encrypted by apps/accounts/adapter.py's ``MfaAdapter``).
 
 Rotating the encryption key: put the new key first, deploy, run this, then drop the old key
-(apps/core/crypto.py). The plaintext never changes, so routing and signatures are not disturbed and
-no configuration generation is bumped.
+(apps/core/crypto.py). The plaintext never changes, so routing, signatures, single sign-on and
+two-factor codes are not disturbed, and no configuration generation is bumped.
 """
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from allauth.mfa.models import Authenticator
 from django.core.management.base import BaseCommand, CommandError
 from django.db import models, transaction
 
+from apps.accounts.adapter import reencrypt_authenticator_data
 from apps.core import crypto
 from apps.providers.models import ProviderKey
+from apps.sso.models import SsoConnection
 from apps.webhooks.models import Webhook
 
-# (model, its encrypted fields, what the report calls one row's secrets)
-SECRETS: tuple[tuple[type[models.Model], tuple[str, ...], str], ...] = (
-    (ProviderKey, ("secret_encrypted",), "provider key"),
-    (Webhook, ("secret_encrypted", "previous_secret_encrypted"), "webhook"),
+
+def _reencrypt_tokens(row: models.Model, fields: tuple[str, ...]) -> None:
+    """Each field holds one Fernet token, or nothing (a webhook that was never rolled)."""
+    for field in fields:
+        token = getattr(row, field)
+        if token:
+            setattr(row, field, crypto.reencrypt(token))
+
+
+def _reencrypt_authenticator(row: Authenticator, fields: tuple[str, ...]) -> None:
+    row.data = reencrypt_authenticator_data(row.data)
+
+
+@dataclass(frozen=True)
+class StoredSecrets:
+    rows: models.QuerySet  # the rows that hold them (lazy; cloned for every batch)
+    fields: tuple[str, ...]  # the columns written back
+    label: str  # what the report calls one row's secrets
+    reencrypt: Callable[[models.Model, tuple[str, ...]], None] = _reencrypt_tokens
+
+
+SECRETS: tuple[StoredSecrets, ...] = (
+    StoredSecrets(ProviderKey.objects.all(), ("secret_encrypted",), "provider key"),
+    StoredSecrets(Webhook.objects.all(), ("secret_encrypted", "previous_secret_encrypted"), "webhook"),
+    StoredSecrets(SsoConnection.objects.all(), ("client_secret_encrypted",), "SSO connection"),
+    # WebAuthn keys are public keys, stored in clear by allauth; the gateway does not offer them.
+    StoredSecrets(
+        Authenticator.objects.filter(type__in=(Authenticator.Type.TOTP, Authenticator.Type.RECOVERY_CODES)),
+        ("data",),
+        "two-factor authenticator",
+        _reencrypt_authenticator,
+    ),
 )
 
 
 class Command(BaseCommand):
-    help = "Re-encrypts stored secrets (provider keys, webhooks) under the first GATEWAY_ENCRYPTION_KEYS key."
+    help = (
+        "Re-encrypts stored secrets (provider keys, webhooks, SSO connections, two-factor secrets) under "
+        "the first GATEWAY_ENCRYPTION_KEYS key."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--batch-size", type=int, default=500, help="Rows per transaction (default 500).")
@@ -29,35 +68,33 @@ class Command(BaseCommand):
     def handle(self, *args, batch_size: int, **options) -> None:
         if batch_size < 1:
             raise CommandError("--batch-size must be at least 1.")
-        for model, fields, label in SECRETS:
-            done = self._reencrypt(model, fields, label, batch_size)
-            self.stdout.write(f"Re-encrypted {done} {label} secret(s).")
+        for secrets in SECRETS:
+            done = self._reencrypt(secrets, batch_size)
+            self.stdout.write(f"Re-encrypted {done} {secrets.label} secret(s).")
 
-    def _reencrypt(self, model, fields: tuple[str, ...], label: str, batch_size: int) -> int:
+    def _reencrypt(self, secrets: StoredSecrets, batch_size: int) -> int:
+        model, fields, label = secrets.rows.model, secrets.fields, secrets.label
         done, last_pk = 0, None
         while True:
             with transaction.atomic():
-                # Locked, so a rotation committed meanwhile is never overwritten by the old secret.
-                rows = model.objects.select_for_update().only("id", *fields).order_by("pk")
+                # Locked, so a change committed meanwhile (a rotated key, a used recovery code) is
+                # never overwritten by the row as it was read.
+                rows = secrets.rows.select_for_update().only("id", *fields).order_by("pk")
                 if last_pk is not None:
                     rows = rows.filter(pk__gt=last_pk)
                 batch = list(rows[:batch_size])
                 if not batch:
                     return done
                 for row in batch:
-                    for field in fields:
-                        token = getattr(row, field)
-                        if not token:
-                            continue  # a webhook that was never rolled has no previous secret
-                        try:
-                            setattr(row, field, crypto.reencrypt(token))
-                        except crypto.InvalidToken as error:
-                            raise CommandError(
-                                f"The secret of {label} {row.pk} cannot be decrypted with any of "
-                                f"GATEWAY_ENCRYPTION_KEYS. {done} {label} secret(s) in earlier batches were "
-                                "re-encrypted, the rest left as they were; running again is safe."
-                            ) from error
+                    try:
+                        secrets.reencrypt(row, fields)
+                    except crypto.InvalidToken as error:
+                        raise CommandError(
+                            f"The secret of {label} {row.pk} cannot be decrypted with any of "
+                            f"GATEWAY_ENCRYPTION_KEYS. {done} {label} secret(s) in earlier batches were "
+                            "re-encrypted, the rest left as they were; running again is safe."
+                        ) from error
                 # bulk_update leaves updated_at alone: the row itself did not change.
-                model.objects.bulk_update(batch, list(fields))
+                model._default_manager.bulk_update(batch, list(fields))
             done += len(batch)
             last_pk = batch[-1].pk

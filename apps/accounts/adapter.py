@@ -4,7 +4,7 @@
   organization's members just in time (apps/sso/adapter.py).
 - Failed passwords are counted and locked out by apps/accounts/login_throttle.py, the one counter
   every sign-in path shares (the API's login, /admin/login, the console); allauth's own counter is off.
-- After a single sign-on, the console opens in the organization of the connection used.
+- After a single sign-on, the console opens in the organization of the connection used, and only there.
 - Two-factor secrets (the TOTP key, the recovery codes' seed) are encrypted at rest like every other
   secret the gateway keeps (apps/core/crypto.py), and re-encrypted with them after a key rotation
   (``manage.py reencrypt_secrets``).
@@ -62,9 +62,9 @@ class AccountAdapter(DefaultAccountAdapter):
         sociallogin = (kwargs.get("signal_kwargs") or {}).get("sociallogin")
         organization_id = sociallogin.state.get(SSO_ORGANIZATION_STATE) if sociallogin else None
         if organization_id:
-            from apps.console.access import choose_organization
+            from apps.console.access import pin_organization
 
-            choose_organization(request, organization_id)
+            pin_organization(request, organization_id)
         return super().post_login(request, user, **kwargs)
 
 

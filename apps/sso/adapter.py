@@ -32,6 +32,7 @@ from apps.accounts.adapter import SSO_ORGANIZATION_STATE
 from apps.organizations.models import Plan
 
 from . import services
+from .errors import SignInRefused
 from .models import SsoConnection
 from .policy import email_domain
 from .provider import PROVIDER
@@ -112,7 +113,10 @@ class SsoAccountAdapter(DefaultSocialAccountAdapter):
                 f"{email_domain(email)} is not one of the email domains {connection.organization.name} "
                 "signs in with through this connection.",
             )
-        membership = services.sso_member_sign_in(connection=connection, email=email)
+        try:
+            membership = services.sso_member_sign_in(connection=connection, email=email)
+        except SignInRefused as error:
+            raise refused(request, error.message) from None
         if sociallogin.is_existing:
             if sociallogin.user.pk != membership.user_id:
                 raise refused(

@@ -12,3 +12,9 @@ class DomainTaken(Conflict):
     finds the connection by the domain). The other connection is never named."""
 
     code = "sso_domain_taken"
+
+
+class SignInRefused(PermissionDenied):
+    """A single sign-on that may not sign this account in (the message says why)."""
+
+    code = "sso_sign_in_refused"

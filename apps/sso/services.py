@@ -7,7 +7,7 @@ from apps.accounts.models import User
 from apps.core.errors import InvalidRequest
 from apps.organizations.models import Membership, Organization, Plan
 
-from .errors import DomainTaken, PlanRequired
+from .errors import DomainTaken, PlanRequired, SignInRefused
 from .models import MemberRole, Protocol, SsoConnection, SsoDomainClaim
 from .validation import clean_domains, clean_issuer
 
@@ -183,9 +183,25 @@ def sso_member_sign_in(*, connection: SsoConnection, email: str) -> Membership:
     """The membership a single sign-on through ``connection`` signs in to, made just in time: an
     account for ``email`` (with an unusable password) if there is none, and a membership in the
     connection's organization with its ``default_role`` if there is none. An existing membership
-    keeps its role. The caller has checked the email (verified, of an allowed domain)."""
+    keeps its role. The caller has checked the email (verified, of an allowed domain).
+
+    An account that exists already is signed in only if it is a member of the connection's
+    organization and not the gateway's staff: a domain claim proves nothing about who owns the domain,
+    so one organization's identity provider must never vouch for an account another organization (or
+    the Django admin) trusts. An owner adds such a person to the organization first."""
     email = User.objects.normalize_email(email.strip()).lower()
     user = User.objects.filter(email__iexact=email).first()
+    if user is not None:
+        if user.is_staff or user.is_superuser:
+            raise SignInRefused(
+                "This account belongs to the gateway's staff: it signs in with its password, never "
+                "through an organization's identity provider."
+            )
+        if not Membership.objects.filter(organization_id=connection.organization_id, user=user).exists():
+            raise SignInRefused(
+                f"{email} already has an account that is not a member of {connection.organization.name}. "
+                "Ask an owner of the organization to add it; single sign-on then signs it in."
+            )
     if user is None:
         try:
             with transaction.atomic():

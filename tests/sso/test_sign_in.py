@@ -95,15 +95,48 @@ def test_an_existing_member_keeps_their_account_password_and_role(api_client, ac
     assert SocialAccount.objects.filter(user=owner.user).count() == 1
 
 
-def test_a_person_of_another_organization_joins_this_one_just_in_time(api_client, acme, oidc_provider):
+def test_an_account_of_another_organization_is_never_signed_in_through_this_connection(
+    api_client, acme, oidc_provider
+):
+    """A domain claim proves nothing: the owner of another organization, whose address is in the
+    claimed domain, must not be handed to whoever runs this connection's identity provider."""
     elsewhere = MembershipFactory(user=UserFactory(email="alice@acme.test"), role="owner")
     client = browser()
+    response = sso_through_api(api_client, oidc_provider, client)
+    assert response.status_code == 403
+    assert "not a member of Acme" in response.content.decode()
+    assert signed_in_user_id(client) is None
+    assert not Membership.objects.filter(user=elsewhere.user, organization=acme.organization).exists()
+    assert not SocialAccount.objects.filter(user=elsewhere.user).exists()
+
+
+def test_the_gateways_staff_never_sign_in_through_an_organizations_identity_provider(
+    api_client, acme, oidc_provider
+):
+    staff = UserFactory(email="alice@acme.test", is_staff=True, is_superuser=True)
+    MembershipFactory(user=staff, organization=acme.organization, role="owner")
+    client = browser()
+    response = sso_through_api(api_client, oidc_provider, client)
+    assert response.status_code == 403 and "belongs to the gateway" in response.content.decode()
+    assert signed_in_user_id(client) is None
+
+
+def test_a_single_sign_on_session_stays_in_the_connections_organization(api_client, acme, oidc_provider):
+    person = UserFactory(email="alice@acme.test")
+    MembershipFactory(user=person, organization=acme.organization, role="member")
+    other = MembershipFactory(user=person, role="owner").organization
+    client = browser()
     sso_through_api(api_client, oidc_provider, client)
-    assert signed_in_user_id(client) == str(elsewhere.user_id)
-    assert Membership.objects.get(user=elsewhere.user, organization=acme.organization).role == "admin"
-    assert client.session[SESSION_ORGANIZATION] == str(acme.organization_id)  # the connection's
-    elsewhere.refresh_from_db()
-    assert elsewhere.role == "owner"
+    assert signed_in_user_id(client) == str(person.pk)
+    assert client.session[SESSION_ORGANIZATION] == str(acme.organization_id)
+    page = client.get("/console/api-keys/").content.decode()
+    assert other.name not in page  # not even offered in the organization switch
+    token = client.get("/console/api-keys/").cookies.get("csrftoken") or client.cookies["csrftoken"]
+    client.post(
+        "/console/organization/", {"organization_id": str(other.id), "csrfmiddlewaretoken": token.value}
+    )
+    assert client.session[SESSION_ORGANIZATION] == str(acme.organization_id)
+    assert "Acme" in client.get("/console/api-keys/").content.decode()
 
 
 def test_initiate_by_organization_slug_or_id(api_client, acme, oidc_provider):

@@ -6,6 +6,8 @@ from allauth.account import views as account_views
 from allauth.mfa.base import views as mfa_views
 from allauth.mfa.recovery_codes import views as recovery_views
 from allauth.mfa.totp import views as totp_views
+from django.utils.decorators import method_decorator
+from django.views.decorators.cache import never_cache
 
 
 class ConsolePage:
@@ -30,6 +32,7 @@ class MfaIndexView(ConsolePage, mfa_views.IndexView):
     pass
 
 
+@method_decorator(never_cache, name="dispatch")  # shows a secret once
 class ActivateTotpView(ConsolePage, totp_views.ActivateTOTPView):
     pass
 
@@ -38,9 +41,11 @@ class DeactivateTotpView(ConsolePage, totp_views.DeactivateTOTPView):
     pass
 
 
+@method_decorator(never_cache, name="dispatch")  # shows a secret once
 class RecoveryCodesView(ConsolePage, recovery_views.ViewRecoveryCodesView):
     pass
 
 
+@method_decorator(never_cache, name="dispatch")  # shows a secret once
 class GenerateRecoveryCodesView(ConsolePage, recovery_views.GenerateRecoveryCodesView):
     pass

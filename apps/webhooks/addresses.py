@@ -37,7 +37,8 @@ def parse_url(url: str) -> httpx.URL:
         raise WebhookAddressRefused(f"The URL must be a string of 1 to {URL_LENGTH} characters.")
     try:
         parsed = httpx.URL(url)
-    except (httpx.InvalidURL, ValueError, TypeError):
+        parsed.host  # noqa: B018 (httpx decodes an international host only when it is read)
+    except (httpx.InvalidURL, ValueError, TypeError):  # UnicodeError (a bad xn-- label) is a ValueError
         parsed = None
     if parsed is None or (parsed.port is not None and not 0 < parsed.port < 65536):
         # The message never echoes the URL: it may carry a token.

@@ -333,3 +333,11 @@ def test_a_member_sees_the_dry_run_page_without_its_form(console_for, organizati
     client = console_for(organization, "member")
     page = client.get(DRY_RUN).content.decode()
     assert "needs the admin role" in page and 'name="sample"' not in page
+
+
+def test_a_sample_nested_beyond_reason_is_refused_not_a_500(console_for, organization):
+    client = console_for(organization, "admin")
+    response = post_form(
+        client, "/console/policies/dry-run", "/console/policies/dry-run", {"sample": "[" * 5000 + "]" * 5000}
+    )
+    assert response.status_code == 400

@@ -329,3 +329,10 @@ def test_a_post_without_the_csrf_token_is_refused(console_for, organization):
     assert response.status_code == 403 and "whsec_" not in response.content.decode()
     webhook.refresh_from_db()
     assert webhook.secret_encrypted == secret
+
+
+def test_a_url_with_a_broken_international_host_is_refused_not_a_500(console_for, organization):
+    client = console_for(organization, "admin")
+    response = post_form(client, "/console/webhooks/new", "/console/webhooks/new", {"url": "https://xn--/"})
+    assert response.status_code == 400
+    assert not Webhook.objects.exists()

@@ -86,7 +86,7 @@ def _experiment_input(post: QueryDict) -> tuple[dict, dict]:
         if row["parameters"]:
             try:
                 variant["parameters"] = json.loads(row["parameters"])
-            except ValueError as error:
+            except (ValueError, RecursionError) as error:
                 errors[f"variants[{index}].parameters"] = [f"Not valid JSON: {error}."]
         data["variants"].append(variant)
     return data, errors

@@ -261,7 +261,7 @@ def _dry_run_input(post: QueryDict) -> tuple[dict, dict]:
     else:
         try:
             parsed = json.loads(sample)
-        except ValueError:
+        except (ValueError, RecursionError):
             parsed = None
         if isinstance(parsed, dict):
             data.update(

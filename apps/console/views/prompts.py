@@ -194,7 +194,7 @@ def _version_input(post: QueryDict) -> tuple[dict, dict]:
     if defaults:
         try:
             data["defaults"] = json.loads(defaults)
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:
             errors["defaults"] = [f"Not valid JSON: {error}."]
     note = text(post, "note")
     if note is not None:

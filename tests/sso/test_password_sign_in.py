@@ -90,7 +90,9 @@ def test_two_factor_is_set_up_in_the_console_and_asked_at_the_next_sign_in(acme)
             },
         )
         assert response["Location"] == "/console/auth/2fa/totp/activate/"
-        page = client.get("/console/auth/2fa/totp/activate/").content.decode()
+        response = client.get("/console/auth/2fa/totp/activate/")
+        assert "no-store" in response["Cache-Control"]  # it shows the secret
+        page = response.content.decode()
         secret = form_value(page, "totp-secret")
         assert "data:image/svg+xml;base64," in page
 
@@ -103,7 +105,9 @@ def test_two_factor_is_set_up_in_the_console_and_asked_at_the_next_sign_in(acme)
             "/console/auth/2fa/totp/activate/", {"code": totp_code(secret), "csrfmiddlewaretoken": token}
         )
         assert response["Location"] == "/console/auth/2fa/recovery-codes/"
-        page = client.get("/console/auth/2fa/recovery-codes/").content.decode()
+        response = client.get("/console/auth/2fa/recovery-codes/")
+        assert "no-store" in response["Cache-Control"]
+        page = response.content.decode()
         codes = re.findall(r"<li><code>([0-9a-z]+)</code></li>", page)
         assert len(codes) == 10 and "shown only once" in page
         again = client.get("/console/auth/2fa/recovery-codes/").content.decode()

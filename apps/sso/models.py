@@ -7,6 +7,7 @@ from apps.organizations.models import Organization, Role
 
 class Protocol(models.TextChoices):
     OIDC = "oidc", "OpenID Connect"
+    SAML = "saml", "SAML 2.0"
 
 
 class MemberRole(models.TextChoices):
@@ -24,10 +25,16 @@ class SsoConnection(UUIDModel):
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="sso_connections")
     name = models.CharField(max_length=200)
     protocol = models.CharField(max_length=16, choices=Protocol.choices, default=Protocol.OIDC)
-    issuer = models.URLField(max_length=500)
-    client_id = models.CharField(max_length=500)
-    client_secret_encrypted = models.TextField(editable=False)
-    client_secret_hint = models.CharField(max_length=4, editable=False)
+    # OpenID Connect only (empty for SAML).
+    issuer = models.URLField(max_length=500, blank=True)
+    client_id = models.CharField(max_length=500, blank=True)
+    client_secret_encrypted = models.TextField(editable=False, blank=True)
+    client_secret_hint = models.CharField(max_length=4, editable=False, blank=True)
+    # SAML 2.0 only (empty for OpenID Connect): the identity provider's entity id, its single sign-on
+    # URL (HTTP-Redirect binding) and its signing certificate (base64 DER, without the PEM armour).
+    idp_entity_id = models.CharField(max_length=1024, blank=True, default="")
+    idp_sso_url = models.CharField(max_length=1000, blank=True, default="")
+    idp_certificate = models.TextField(blank=True, default="")
     # Lowercase domain names, sorted, without duplicates (apps/sso/validation.py).
     allowed_domains = models.JSONField(default=list)
     default_role = models.CharField(max_length=20, choices=MemberRole.choices, default=MemberRole.MEMBER)

@@ -9,11 +9,16 @@ from apps.organizations.models import Membership, Organization, Plan
 
 from .errors import DomainTaken, PlanRequired, SignInRefused
 from .models import MemberRole, Protocol, SsoConnection, SsoDomainClaim
-from .validation import clean_domains, clean_issuer
+from .validation import clean_certificate, clean_domains, clean_entity_id, clean_issuer, clean_sso_url
 
 SECRET_MIN_LENGTH = 8
 SECRET_MAX_LENGTH = 4096
 PLAN_MESSAGE = "Single sign-on needs the growth or enterprise plan."
+# The fields each protocol needs; a connection has those of its protocol only.
+PROTOCOL_FIELDS = {
+    Protocol.OIDC: ("issuer", "client_id", "client_secret"),
+    Protocol.SAML: ("idp_entity_id", "idp_sso_url", "idp_certificate"),
+}
 
 
 def _text(value, *, max_length: int, min_length: int = 1) -> str:
@@ -34,6 +39,9 @@ def _clean(values: dict) -> dict:
         "client_id": lambda v: _text(v, max_length=500).strip(),
         "client_secret": lambda v: _text(v, min_length=SECRET_MIN_LENGTH, max_length=SECRET_MAX_LENGTH),
         "allowed_domains": lambda v: clean_domains(_strings(v)),
+        "idp_entity_id": lambda v: clean_entity_id(_text(v, max_length=1024)),
+        "idp_sso_url": lambda v: clean_sso_url(_text(v, max_length=1000)),
+        "idp_certificate": lambda v: clean_certificate(_text(v, max_length=16384)),
         "default_role": lambda v: MemberRole(v).value,
         "is_active": _boolean,
         "require_sso": _boolean,
@@ -65,6 +73,20 @@ def _boolean(value) -> bool:
 
 def _secret_message() -> str:
     return f"The client secret is a string of {SECRET_MIN_LENGTH} to {SECRET_MAX_LENGTH} characters."
+
+
+def _check_protocol_fields(protocol: str, given: set[str], *, creating: bool) -> None:
+    """A connection takes the fields of its protocol, and when created needs all of them."""
+    label = Protocol(protocol).label
+    errors = {}
+    for other, fields in PROTOCOL_FIELDS.items():
+        for field in fields:
+            if other != protocol and field in given:
+                errors[field] = [f"Not a field of a {label} connection."]
+            elif other == protocol and creating and field not in given:
+                errors[field] = [f"Required for a {label} connection."]
+    if errors:
+        raise InvalidRequest("Invalid input.", code="validation_error", fields=errors)
 
 
 def _require_plan(organization: Organization) -> None:
@@ -110,33 +132,45 @@ def sso_connection_create(
     *,
     organization: Organization,
     name: str,
-    issuer: str,
-    client_id: str,
-    client_secret: str,
     allowed_domains: list[str],
     protocol: str = Protocol.OIDC,
+    issuer: str | None = None,
+    client_id: str | None = None,
+    client_secret: str | None = None,
+    idp_entity_id: str | None = None,
+    idp_sso_url: str | None = None,
+    idp_certificate: str | None = None,
     default_role: str = MemberRole.MEMBER,
     is_active: bool = True,
     require_sso: bool = False,
 ) -> SsoConnection:
     _require_plan(organization)
+    protocol_values = {
+        "issuer": issuer,
+        "client_id": client_id,
+        "client_secret": client_secret,
+        "idp_entity_id": idp_entity_id,
+        "idp_sso_url": idp_sso_url,
+        "idp_certificate": idp_certificate,
+    }
+    protocol_values = {field: value for field, value in protocol_values.items() if value is not None}
     fields = _clean(
         {
             "name": name,
             "protocol": protocol,
-            "issuer": issuer,
-            "client_id": client_id,
-            "client_secret": client_secret,
+            **protocol_values,
             "allowed_domains": allowed_domains,
             "default_role": default_role,
             "is_active": is_active,
             "require_sso": require_sso,
         }
     )
-    secret = fields.pop("client_secret")
+    _check_protocol_fields(fields["protocol"], set(protocol_values), creating=True)
+    secret = fields.pop("client_secret", None)
     connection = SsoConnection(organization=organization, **fields)
     _check_require_sso(connection)
-    connection.set_client_secret(secret)
+    if secret is not None:
+        connection.set_client_secret(secret)
     connection.save()
     _claim_domains(connection)
     return connection
@@ -157,6 +191,10 @@ def sso_connection_update(
     if client_secret is not None:
         values["client_secret"] = client_secret
     fields = _clean(values)
+    if fields.pop("protocol", connection.protocol) != connection.protocol:
+        message = "A connection's protocol cannot change: add a new connection."
+        raise InvalidRequest(message, code="validation_error", fields={"protocol": [message]})
+    _check_protocol_fields(connection.protocol, set(fields), creating=False)
     if fields.get("is_active") and not connection.is_active:
         _require_plan(connection.organization)
     if fields.get("is_active") is False and "require_sso" not in fields:

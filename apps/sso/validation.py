@@ -44,3 +44,63 @@ def clean_issuer(value: str) -> str:
     if len(value) > ISSUER_MAX_LENGTH or not ISSUER_PATTERN.fullmatch(value):
         raise ValueError("The issuer is an https URL without query or fragment (https://login.example.com).")
     return value
+
+
+# SAML 2.0 connections: the identity provider's entity id (a URI or URN, printable ASCII without
+# spaces), its single sign-on URL (https, a query allowed: some identity providers put their tenant
+# there), and its signing certificate (base64 DER, the PEM armour and line breaks optional).
+ENTITY_ID_MAX_LENGTH = 1024
+ENTITY_ID_SCHEMA_PATTERN = r"^[!-~]+$"
+_QUERY = r"(?:\?(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/?]|%[0-9A-Fa-f]{2})*)?"
+SSO_URL_SCHEMA_PATTERN = ISSUER_SCHEMA_PATTERN.removesuffix("$") + _QUERY + "$"
+SSO_URL_PATTERN = re.compile(SSO_URL_SCHEMA_PATTERN)
+SSO_URL_MAX_LENGTH = 1000
+CERTIFICATE_MAX_LENGTH = 16384
+CERTIFICATE_SCHEMA_PATTERN = (
+    r"^\s*(?:-----BEGIN CERTIFICATE-----)?[A-Za-z0-9+/=\s]*[A-Za-z0-9+/][A-Za-z0-9+/=\s]*"
+    r"(?:-----END CERTIFICATE-----)?\s*$"
+)
+CERTIFICATE_PATTERN = re.compile(CERTIFICATE_SCHEMA_PATTERN)
+
+
+def clean_entity_id(value: str) -> str:
+    if len(value) > ENTITY_ID_MAX_LENGTH or not re.fullmatch(ENTITY_ID_SCHEMA_PATTERN, value):
+        raise ValueError("The entity id is a URI without spaces (https://idp.example.com/metadata).")
+    return value
+
+
+def clean_sso_url(value: str) -> str:
+    if len(value) > SSO_URL_MAX_LENGTH or not SSO_URL_PATTERN.fullmatch(value):
+        raise ValueError(
+            "The single sign-on URL is an https URL without fragment (https://idp.example.com/sso)."
+        )
+    return value
+
+
+def clean_certificate(value: str) -> str:
+    """The certificate as python3-saml takes it: base64 without armour or whitespace. Its content is
+    checked when a response's signature is (an unreadable one signs no one in); the console shows
+    whether it reads (``certificate_summary``)."""
+    if len(value) > CERTIFICATE_MAX_LENGTH or not CERTIFICATE_PATTERN.fullmatch(value):
+        raise ValueError("The certificate is PEM (-----BEGIN CERTIFICATE-----) or its base64 body.")
+    body = value.replace("-----BEGIN CERTIFICATE-----", "").replace("-----END CERTIFICATE-----", "")
+    return "".join(body.split())
+
+
+def certificate_summary(value: str) -> dict | None:
+    """The SHA-256 fingerprint, subject and expiry of a stored certificate; None when it does not read."""
+    import base64
+    import binascii
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+
+    try:
+        certificate = x509.load_der_x509_certificate(base64.b64decode(value, validate=True))
+    except (ValueError, binascii.Error):
+        return None
+    return {
+        "fingerprint": certificate.fingerprint(hashes.SHA256()).hex(":").upper(),
+        "subject": certificate.subject.rfc4514_string(),
+        "not_after": certificate.not_valid_after_utc,
+    }

@@ -7,12 +7,21 @@ from apps.core.api.serializers import ClosedSerializer
 from apps.sso import services
 from apps.sso.models import MemberRole, Protocol, SsoConnection
 from apps.sso.validation import (
+    CERTIFICATE_MAX_LENGTH,
+    CERTIFICATE_SCHEMA_PATTERN,
     DOMAIN_SCHEMA_PATTERN,
+    ENTITY_ID_MAX_LENGTH,
+    ENTITY_ID_SCHEMA_PATTERN,
     ISSUER_MAX_LENGTH,
     ISSUER_SCHEMA_PATTERN,
     MAX_DOMAINS,
+    SSO_URL_MAX_LENGTH,
+    SSO_URL_SCHEMA_PATTERN,
+    clean_certificate,
     clean_domain,
+    clean_entity_id,
     clean_issuer,
+    clean_sso_url,
 )
 
 # One "@" with something on either side; the domain after it chooses the connection (an unknown
@@ -51,10 +60,57 @@ class DomainField(StrictCharField):
             raise serializers.ValidationError(str(error)) from None
 
 
-class SsoConnectionSerializer(serializers.ModelSerializer):
-    """What the API shows of a connection: never the client secret, only its last four characters."""
+def _pattern_field(*, pattern: str, max_length: int, clean, description: str):
+    """A string field that the OpenAPI document states with ``pattern`` and that ``clean`` checks."""
 
+    @extend_schema_field(
+        {"type": "string", "pattern": pattern, "maxLength": max_length, "description": description}
+    )
+    class Field(StrictCharField):
+        def __init__(self, **kwargs):
+            super().__init__(max_length=max_length, trim_whitespace=False, **kwargs)
+
+        def to_internal_value(self, data) -> str:
+            try:
+                return clean(super().to_internal_value(data))
+            except ValueError as error:
+                raise serializers.ValidationError(str(error)) from None
+
+    return Field
+
+
+EntityIdField = _pattern_field(
+    pattern=ENTITY_ID_SCHEMA_PATTERN,
+    max_length=ENTITY_ID_MAX_LENGTH,
+    clean=clean_entity_id,
+    description="SAML: the identity provider's entity id (its metadata's entityID).",
+)
+SsoUrlField = _pattern_field(
+    pattern=SSO_URL_SCHEMA_PATTERN,
+    max_length=SSO_URL_MAX_LENGTH,
+    clean=clean_sso_url,
+    description="SAML: the identity provider's single sign-on URL (HTTP-Redirect binding), https.",
+)
+CertificateField = _pattern_field(
+    pattern=CERTIFICATE_SCHEMA_PATTERN,
+    max_length=CERTIFICATE_MAX_LENGTH,
+    clean=clean_certificate,
+    description="SAML: the identity provider's signing certificate, PEM or its base64 body.",
+)
+OIDC_FIELDS = services.PROTOCOL_FIELDS[Protocol.OIDC]
+SAML_FIELDS = services.PROTOCOL_FIELDS[Protocol.SAML]
+
+
+class SsoConnectionSerializer(serializers.ModelSerializer):
+    """What the API shows of a connection: never the client secret, only its last four characters.
+    The fields of the other protocol are null."""
+
+    issuer = serializers.SerializerMethodField()
+    client_id = serializers.SerializerMethodField()
     client_secret_hint = serializers.SerializerMethodField()
+    idp_entity_id = serializers.SerializerMethodField()
+    idp_sso_url = serializers.SerializerMethodField()
+    idp_certificate = serializers.SerializerMethodField()
     allowed_domains = serializers.ListField(child=serializers.CharField(), read_only=True)
 
     class Meta:
@@ -66,6 +122,9 @@ class SsoConnectionSerializer(serializers.ModelSerializer):
             "issuer",
             "client_id",
             "client_secret_hint",
+            "idp_entity_id",
+            "idp_sso_url",
+            "idp_certificate",
             "allowed_domains",
             "default_role",
             "is_active",
@@ -75,8 +134,37 @@ class SsoConnectionSerializer(serializers.ModelSerializer):
         )
         read_only_fields = fields
 
-    def get_client_secret_hint(self, connection: SsoConnection) -> str:
-        return f"…{connection.client_secret_hint}"
+    @staticmethod
+    def _of(connection: SsoConnection, protocol: str, value):
+        return value if connection.protocol == protocol else None
+
+    @extend_schema_field({"type": "string", "nullable": True, "description": "OpenID Connect; else null."})
+    def get_issuer(self, connection: SsoConnection) -> str | None:
+        return self._of(connection, Protocol.OIDC, connection.issuer)
+
+    @extend_schema_field({"type": "string", "nullable": True, "description": "OpenID Connect; else null."})
+    def get_client_id(self, connection: SsoConnection) -> str | None:
+        return self._of(connection, Protocol.OIDC, connection.client_id)
+
+    @extend_schema_field(
+        {"type": "string", "nullable": True, "description": "OpenID Connect: … and the secret's last four."}
+    )
+    def get_client_secret_hint(self, connection: SsoConnection) -> str | None:
+        return self._of(connection, Protocol.OIDC, f"…{connection.client_secret_hint}")
+
+    @extend_schema_field({"type": "string", "nullable": True, "description": "SAML; else null."})
+    def get_idp_entity_id(self, connection: SsoConnection) -> str | None:
+        return self._of(connection, Protocol.SAML, connection.idp_entity_id)
+
+    @extend_schema_field({"type": "string", "nullable": True, "description": "SAML; else null."})
+    def get_idp_sso_url(self, connection: SsoConnection) -> str | None:
+        return self._of(connection, Protocol.SAML, connection.idp_sso_url)
+
+    @extend_schema_field(
+        {"type": "string", "nullable": True, "description": "SAML: the certificate's base64 body; else null."}
+    )
+    def get_idp_certificate(self, connection: SsoConnection) -> str | None:
+        return self._of(connection, Protocol.SAML, connection.idp_certificate)
 
 
 class SsoConnectionWriteSerializer(ClosedSerializer):
@@ -84,15 +172,23 @@ class SsoConnectionWriteSerializer(ClosedSerializer):
     given)."""
 
     name = StrictCharField(max_length=200)
-    protocol = serializers.ChoiceField(choices=Protocol.choices, required=False)
-    issuer = IssuerField()
-    client_id = StrictCharField(max_length=500)
+    protocol = serializers.ChoiceField(
+        choices=Protocol.choices,
+        required=False,
+        help_text="oidc (default) or saml; a connection's protocol does not change.",
+    )
+    issuer = IssuerField(required=False)
+    client_id = StrictCharField(max_length=500, required=False)
     client_secret = StrictCharField(
         min_length=services.SECRET_MIN_LENGTH,
         max_length=services.SECRET_MAX_LENGTH,
         write_only=True,
+        required=False,
         help_text="Write-only: responses show client_secret_hint, its last four characters.",
     )
+    idp_entity_id = EntityIdField(required=False)
+    idp_sso_url = SsoUrlField(required=False)
+    idp_certificate = CertificateField(required=False)
     allowed_domains = serializers.ListField(
         child=DomainField(),
         min_length=1,
@@ -112,22 +208,80 @@ class SsoConnectionWriteSerializer(ClosedSerializer):
         "turned off when the connection is deactivated).",
     )
 
+    def validate(self, attrs: dict) -> dict:
+        """The fields of one protocol: all of them for a new connection (OpenID Connect unless
+        ``protocol`` says saml), never both protocols' in one body. A change is checked against the
+        stored connection's protocol by the services."""
+        oidc = [field for field in OIDC_FIELDS if field in attrs]
+        saml = [field for field in SAML_FIELDS if field in attrs]
+        if self.partial:
+            if oidc and saml:
+                message = "Fields of one protocol only."
+                raise serializers.ValidationError({field: [message] for field in oidc + saml})
+            return attrs
+        saml_connection = attrs.get("protocol") == Protocol.SAML
+        errors = {}
+        for field in OIDC_FIELDS:
+            if saml_connection and field in attrs:
+                errors[field] = ["Not a field of a SAML 2.0 connection."]
+            elif not saml_connection and field not in attrs:
+                errors[field] = ["Required for an OpenID Connect connection."]
+        for field in SAML_FIELDS:
+            if not saml_connection and field in attrs:
+                errors[field] = ["Not a field of an OpenID Connect connection (protocol: saml)."]
+            elif saml_connection and field not in attrs:
+                errors[field] = ["Required for a SAML 2.0 connection."]
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs
+
 
 class SsoConnectionWriteSchema(OpenApiSerializerExtension):
-    """Unknown fields are refused (ClosedSerializer): the document says so."""
+    """Unknown fields are refused (ClosedSerializer): the document says so. A new connection is
+    one of two shapes, OpenID Connect (``protocol`` absent or ``oidc``) or SAML 2.0 (``protocol:
+    saml``), each with its own fields required and the other's absent."""
 
     target_class = SsoConnectionWriteSerializer
 
     def map_serializer(self, auto_schema, direction):
         schema = auto_schema._map_basic_serializer(self.target, direction)
         schema["additionalProperties"] = False
-        if not self.target.partial:  # a change's rule depends on the stored connection
-            schema["not"] = {
+        if self.target.partial:  # a change's rules depend on the stored connection
+            return schema
+        properties = schema["properties"]
+        common = {
+            name: value for name, value in properties.items() if name not in (*OIDC_FIELDS, *SAML_FIELDS)
+        }
+        common_required = ["name", "allowed_domains"]
+
+        def shape(protocol: str, fields: tuple, *, protocol_required: bool) -> dict:
+            return {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    **common,
+                    # A pattern, not an enum: drf-spectacular would merge the two one-value enums.
+                    "protocol": {
+                        "type": "string",
+                        "pattern": f"^{protocol}$",
+                        "description": properties["protocol"].get("description", ""),
+                    },
+                    **{field: properties[field] for field in fields},
+                },
+                "required": [*common_required, *(["protocol"] if protocol_required else []), *fields],
+            }
+
+        return {
+            "oneOf": [
+                shape("oidc", OIDC_FIELDS, protocol_required=False),
+                shape("saml", SAML_FIELDS, protocol_required=True),
+            ],
+            "not": {
                 "required": ["require_sso", "is_active"],
                 "properties": {"require_sso": {"enum": [True]}, "is_active": {"enum": [False]}},
                 "description": "Only an active connection can require single sign-on.",
-            }
-        return schema
+            },
+        }
 
 
 class SsoInitiateSerializer(ClosedSerializer):

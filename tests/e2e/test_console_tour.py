@@ -113,7 +113,7 @@ PAGES = (
     ("model-prices", "/console/models/prices/"),
     ("teams", "/console/teams/"),
     ("policies", "/console/policies/"),
-    ("policy-dry-run", "/console/policies/dry-run"),
+    ("policy-dry-run-empty", "/console/policies/dry-run"),
     ("prompts", "/console/prompts/"),
     ("experiments", "/console/experiments/"),
     ("logs", "/console/logs/"),
@@ -140,6 +140,16 @@ def test_every_console_page_renders_in_a_browser(page, gateway, owner, showcase)
         expect(page.locator("h1").first).to_be_visible()
         screenshot(page, name)
     assert errors == []
+
+
+def test_the_policy_dry_run_shows_what_the_policies_would_do(page, gateway, owner, showcase):
+    sign_in(page, gateway, owner.user.email)
+    page.goto(f"{gateway}/console/policies/dry-run")
+    page.get_by_label("Sample request").fill("Please mail the invoice to ada@example.com")
+    page.locator("input[name=model]").fill("chat")
+    page.get_by_role("button", name="Run").click()
+    expect(page.get_by_text("[REDACTED:email]").first).to_be_visible()
+    screenshot(page, "policy-dry-run")
 
 
 def test_an_admin_reads_a_chart_and_filters_the_log(page, gateway, owner, showcase):

@@ -8,9 +8,11 @@ from allauth.socialaccount.providers.oauth2.client import OAuth2Error
 from allauth.socialaccount.providers.oauth2.views import OAuth2CallbackView, OAuth2LoginView
 from allauth.utils import get_request_param
 from django.http import Http404, HttpRequest
+from django.shortcuts import render
 from requests import RequestException
 
 from . import state as server_state
+from .models import SsoConnection
 from .provider import SsoOAuth2Adapter
 
 
@@ -20,11 +22,34 @@ class SsoCallbackView(OAuth2CallbackView):
     is taken once. A missing, unknown, expired, reused or other connection's state is refused."""
 
     def dispatch(self, request: HttpRequest, *args, **kwargs):
+        if request.method == "GET" and (confirmation := self._confirmation(request)) is not None:
+            return confirmation
         try:
             return super().dispatch(request, *args, **kwargs)
         except (RequestException, OAuth2Error) as error:
             # The discovery document, read before allauth's own error handling starts.
             return render_authentication_error(request, self.adapter.get_provider(), exception=error)
+
+    def _confirmation(self, request: HttpRequest):
+        """A sign-in started through the API (its state on the server, not in this browser's session)
+        is finished only once this browser confirms it with a POST (apps/sso/state.py says why)."""
+        state_id = request.GET.get("state")
+        provider = self.adapter.get_provider()
+        if not state_id or state_id in statekit.get_states(request):
+            return None
+        if not server_state.waiting(state_id, provider_id=provider.sub_id):
+            return None  # unknown, expired or taken: allauth's refusal follows
+        connection = SsoConnection.objects.select_related("organization").filter(pk=provider.sub_id).first()
+        if connection is None:
+            return None
+        return render(
+            request,
+            "socialaccount/confirm.html",
+            {
+                "organization": connection.organization,
+                "connection": connection,
+            },
+        )
 
     def _get_state(self, request: HttpRequest, provider):
         state_id = get_request_param(request, "state")

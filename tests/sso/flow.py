@@ -57,8 +57,20 @@ def initiate(api_client, **body) -> str:
 
 
 def sso_through_api(api_client, provider, client: Client, email: str = "alice@acme.test"):
-    """A sign-in started through the API and finished in ``client``: the callback's answer."""
-    return open_url(client, callback_of(provider, initiate(api_client, email=email)))
+    """A sign-in started through the API and finished in ``client``, which confirms it as a person
+    would: the answer to the confirmation (or the callback's, when it asks for none)."""
+    response = open_url(client, callback_of(provider, initiate(api_client, email=email)))
+    return confirm(client, response)
+
+
+def confirm(client: Client, response):
+    """Presses "Continue" on the page that asks a browser to confirm a sign-in started elsewhere."""
+    if response.status_code != 200 or b"Finish signing in" not in response.content:
+        return response
+    page = response.content.decode()
+    action = re.search(r'<form method="post" action="([^"]+)"', page).group(1).replace("&amp;", "&")
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+    return client.post(action, {"csrfmiddlewaretoken": token})
 
 
 def sso_through_console(client: Client, provider, email: str = "alice@acme.test"):

@@ -18,6 +18,7 @@ from tests.sso.flow import (
     INITIATE,
     browser,
     callback_of,
+    confirm,
     connect,
     initiate,
     open_url,
@@ -192,7 +193,7 @@ def test_the_free_plan_is_refused_at_initiate_and_at_the_callback(api_client, ac
     client = browser()
     response = client.post("/console/login/sso/", {"email": "alice@acme.test"})
     assert response.status_code == 403  # without CSRF first
-    response = open_url(client, callback_of(oidc_provider, url))
+    response = confirm(client, open_url(client, callback_of(oidc_provider, url)))
     assert response.status_code == 403
     assert "growth or enterprise" in response.content.decode()
     assert signed_in_user_id(client) is None
@@ -255,11 +256,29 @@ def test_a_forged_state_is_refused(api_client, acme, oidc_provider):
 
 def test_a_replayed_callback_is_refused(api_client, acme, oidc_provider):
     callback = callback_of(oidc_provider, initiate(api_client, email="alice@acme.test"))
-    assert open_url(browser(), callback).status_code == 302
+    first = browser()
+    assert confirm(first, open_url(first, callback)).status_code == 302
     thief = browser()
     response = open_url(thief, callback)
-    assert response.status_code == 401
+    assert response.status_code == 401  # no confirmation offered: the state is used
     assert signed_in_user_id(thief) is None
+
+
+def test_a_sign_in_started_through_the_api_asks_the_browser_to_confirm_before_signing_in(
+    api_client, acme, oidc_provider
+):
+    """Login CSRF: a callback address someone else started must not sign this browser in unasked."""
+    client = browser()
+    response = open_url(client, callback_of(oidc_provider, initiate(api_client, email="alice@acme.test")))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "Finish signing in" in page and "Acme" in page
+    assert signed_in_user_id(client) is None and not User.objects.filter(email="alice@acme.test").exists()
+    # A forged POST (no CSRF token) does not confirm it.
+    assert client.post(response.wsgi_request.get_full_path()).status_code == 403
+    assert signed_in_user_id(client) is None
+    assert confirm(client, response).status_code == 302
+    assert signed_in_user_id(client) is not None
 
 
 def test_a_replayed_console_callback_is_refused_in_the_same_browser(acme, oidc_provider):

@@ -17,8 +17,8 @@ _worker = os.environ.get("PYTEST_XDIST_WORKER", "")
 if _worker and not os.environ["GATEWAY_REDIS_PREFIX"].endswith(f"-{_worker}"):
     os.environ["GATEWAY_REDIS_PREFIX"] += f"-{_worker}"
 
-from .settings import *  # noqa: F403
-from .settings import DATA_DIR, DATABASES
+from .settings import *  # noqa: F403, E402
+from .settings import DATA_DIR, DATABASES  # noqa: E402
 
 # Fast hashing for the suite; PBKDF2 stays available for users a live server (real settings) checks.
 PASSWORD_HASHERS = [

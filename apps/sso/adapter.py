@@ -31,9 +31,9 @@ from django.shortcuts import render
 from apps.accounts.adapter import SSO_ORGANIZATION_STATE
 from apps.organizations.models import Plan
 
-from . import services
+from . import saml, services
 from .errors import SignInRefused
-from .models import SsoConnection
+from .models import Protocol, SsoConnection
 from .policy import email_domain
 from .provider import PROVIDER
 
@@ -42,6 +42,8 @@ logger = logging.getLogger(__name__)
 
 def social_app(connection: SsoConnection) -> SocialApp:
     """The allauth app of a connection; never saved, and without the secret."""
+    if connection.protocol == Protocol.SAML:
+        return saml.social_app(connection)
     return SocialApp(
         provider=PROVIDER,
         provider_id=str(connection.id),
@@ -60,13 +62,24 @@ def refused(request: HttpRequest, message: str, *, status: int = 403) -> Immedia
 
 def _claims(sociallogin) -> dict:
     data = sociallogin.account.extra_data or {}
-    return data.get("userinfo") or data.get("id_token") or {}
+    return data.get("userinfo") or data.get("id_token") or data.get("claims") or {}
 
 
 class SsoAccountAdapter(DefaultSocialAccountAdapter):
     def list_apps(self, request: HttpRequest, provider=None, client_id=None) -> list[SocialApp]:
         connections = SsoConnection.objects.filter(is_active=True)
-        if provider and provider != PROVIDER:
+        if provider == saml.SAML_PROVIDER:
+            # allauth's SAML views look the app up by its client_id: the connection's id.
+            connections = connections.filter(protocol=Protocol.SAML)
+            if client_id:
+                try:
+                    connections = connections.filter(pk=uuid.UUID(str(client_id)))
+                except ValueError:
+                    return []
+            return [social_app(connection) for connection in connections]
+        if provider == PROVIDER:
+            connections = connections.filter(protocol=Protocol.OIDC)
+        elif provider:
             try:
                 connections = connections.filter(pk=uuid.UUID(str(provider)))
             except ValueError:

@@ -207,4 +207,6 @@ class SsoProvider(OpenIDConnectProvider):
         return {"id": self.sub_id}
 
 
-provider_classes = [SsoProvider]
+from .saml import SsoSamlProvider  # noqa: E402 (SAML 2.0 connections, apps/sso/saml.py)
+
+provider_classes = [SsoProvider, SsoSamlProvider]

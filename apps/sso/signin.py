@@ -9,6 +9,7 @@ import uuid
 from allauth.socialaccount.adapter import get_adapter
 from allauth.socialaccount.providers.oauth2.client import OAuth2Error
 from django.http import HttpRequest
+from onelogin.saml2.errors import OneLogin_Saml2_Error
 from requests import RequestException
 
 from apps.core.errors import InvalidRequest, NotFound, ServiceUnavailable
@@ -83,7 +84,7 @@ def authorization_url(
             login_hint=login_hint,
             server_side_state=server_side_state,
         )
-    except (RequestException, OAuth2Error, ValueError) as error:
+    except (RequestException, OAuth2Error, OneLogin_Saml2_Error, ValueError) as error:
         raise _unavailable() from error
     if response.status_code != 302:  # allauth rendered its error page instead of redirecting
         raise _unavailable()

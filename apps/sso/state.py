@@ -27,8 +27,10 @@ def _key(state_id: str) -> str:
     return f"sso:state:{state_id}"
 
 
-def stash(state: dict, *, provider_id: str) -> str:
-    state_id = secrets.token_urlsafe(32)
+def stash(state: dict, *, provider_id: str, state_id: str | None = None) -> str:
+    """Keeps ``state`` under a new random id, or under ``state_id`` (a SAML AuthnRequest's id,
+    which the response names in InResponseTo)."""
+    state_id = state_id or secrets.token_urlsafe(32)
     cache.set(_key(state_id), {"state": state, "provider_id": provider_id, "at": time.time()}, STATE_TTL)
     return state_id
 

@@ -9,12 +9,13 @@ no WebAuthn. The pages of a signed-in person show the console's navigation (apps
 from allauth.account import views as account_views
 from allauth.mfa.base import views as mfa_views
 from allauth.socialaccount import views as social_views
+from allauth.socialaccount.providers.saml import views as saml_views
 from django.urls import path, re_path
 from django.views.generic import RedirectView
 
 from apps.accounts import views as account_pages
 
-from . import views
+from . import saml, views
 
 UUID = r"[0-9a-fA-F-]{36}"
 
@@ -45,6 +46,14 @@ urlpatterns = [
     # Single sign-on (apps/sso/provider.py): the start, the identity provider's callback, errors.
     re_path(rf"^sso/(?P<provider_id>{UUID})/login/$", views.login, name="sso_login"),
     re_path(rf"^sso/(?P<provider_id>{UUID})/callback/$", views.callback, name="sso_callback"),
+    # SAML 2.0 connections (apps/sso/saml.py): allauth's names and its ACS, the rest ours.
+    re_path(rf"^sso/saml/(?P<organization_slug>{UUID})/acs/$", saml_views.acs, name="saml_acs"),
+    re_path(
+        rf"^sso/saml/(?P<organization_slug>{UUID})/acs/finish/$", saml.finish_acs, name="saml_finish_acs"
+    ),
+    re_path(rf"^sso/saml/(?P<organization_slug>{UUID})/metadata/$", saml.metadata, name="saml_metadata"),
+    re_path(rf"^sso/saml/(?P<organization_slug>{UUID})/login/$", saml_views.login, name="saml_login"),
+    re_path(rf"^sso/saml/(?P<organization_slug>{UUID})/sls/$", saml.sls, name="saml_sls"),
     path("sso/login/cancelled/", social_views.login_cancelled, name="socialaccount_login_cancelled"),
     path("sso/login/error/", social_views.login_error, name="socialaccount_login_error"),
 ]

@@ -11,8 +11,9 @@ def check_encryption_keys(app_configs, **kwargs) -> list:
     if not keys:
         return [
             Warning(
-                "GATEWAY_ENCRYPTION_KEYS is not set: provider keys and webhook secrets are encrypted with a "
-                "key derived from SECRET_KEY, which also signs sessions. Anyone who learns SECRET_KEY can "
+                "GATEWAY_ENCRYPTION_KEYS is not set: every stored secret (provider keys, webhook and SSO "
+                "client secrets, two-factor secrets) is encrypted with a key derived from SECRET_KEY, "
+                "which also signs sessions. Anyone who learns SECRET_KEY can "
                 "then read every stored secret, and rotating it makes them unreadable.",
                 hint="Set GATEWAY_ENCRYPTION_KEYS to a Fernet key of its own (Fernet.generate_key() from "
                 "the cryptography package), then run manage.py reencrypt_secrets.",

@@ -18,6 +18,7 @@ from allauth.mfa.recovery_codes.internal.auth import RecoveryCodes
 from allauth.mfa.totp.internal.auth import TOTP, generate_totp_secret
 from cryptography.fernet import Fernet
 from django.core.management import CommandError, call_command
+from rest_framework.test import APIClient
 
 from apps.core import crypto
 from apps.sso.models import SsoConnection
@@ -131,6 +132,8 @@ def test_without_it_dropping_the_old_key_makes_sign_in_secrets_unreadable(
     totp_row = Authenticator.objects.get(user=user, type=Authenticator.Type.TOTP)
     with pytest.raises(crypto.InvalidToken):
         crypto.decrypt(totp_row.data["secret"])
+    # The API's login cannot check the code then: it refuses it (401), never a 500.
+    assert login(APIClient(), user, "123456") == 401
 
 
 def test_recovery_codes_migrated_from_another_library_move_too(encryption_keys, acme, api_client):

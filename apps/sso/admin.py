@@ -4,7 +4,7 @@ from django.contrib import admin
 from apps.core.admin_mixins import ServiceAdmin
 
 from . import services
-from .models import SsoConnection
+from .models import Protocol, SsoConnection
 from .validation import clean_domains, clean_issuer
 
 
@@ -41,7 +41,15 @@ class SsoConnectionForm(forms.ModelForm):
         max_length=services.SECRET_MAX_LENGTH,
         help_text="Leave empty to keep the current one.",
     )
-    issuer = forms.CharField(max_length=500, help_text="https URL without query or fragment.")
+    issuer = forms.CharField(
+        max_length=500, required=False, help_text="OpenID Connect: https URL without query or fragment."
+    )
+    client_id = forms.CharField(max_length=500, required=False, help_text="OpenID Connect.")
+    idp_entity_id = forms.CharField(max_length=1024, required=False, help_text="SAML 2.0.")
+    idp_sso_url = forms.CharField(max_length=1000, required=False, help_text="SAML 2.0: https URL.")
+    idp_certificate = forms.CharField(
+        widget=forms.Textarea, required=False, help_text="SAML 2.0: PEM or its base64 body."
+    )
     allowed_domains = DomainsField(help_text="Email domains, separated by commas: example.com, example.org")
 
     class Meta:
@@ -52,6 +60,9 @@ class SsoConnectionForm(forms.ModelForm):
             "protocol",
             "issuer",
             "client_id",
+            "idp_entity_id",
+            "idp_sso_url",
+            "idp_certificate",
             "allowed_domains",
             "default_role",
             "is_active",
@@ -59,6 +70,8 @@ class SsoConnectionForm(forms.ModelForm):
         )
 
     def clean_issuer(self) -> str:
+        if not self.cleaned_data["issuer"]:
+            return ""
         try:
             return clean_issuer(self.cleaned_data["issuer"])
         except ValueError as error:
@@ -66,7 +79,8 @@ class SsoConnectionForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
-        if self.instance._state.adding and not cleaned.get("client_secret"):
+        saml = cleaned.get("protocol") == Protocol.SAML
+        if self.instance._state.adding and not saml and not cleaned.get("client_secret"):
             self.add_error("client_secret", "A new connection needs its client secret.")
         return cleaned
 
@@ -92,7 +106,13 @@ class SsoConnectionAdmin(ServiceAdmin):
 
     def service_create(self, request, form) -> SsoConnection:
         fields = {name: form.cleaned_data[name] for name in SsoConnectionForm.Meta.fields}
-        return services.sso_connection_create(client_secret=form.cleaned_data["client_secret"], **fields)
+        fields["client_secret"] = form.cleaned_data["client_secret"]
+        # The services take the fields of the connection's protocol only.
+        for protocol, names in services.PROTOCOL_FIELDS.items():
+            if protocol != fields["protocol"]:
+                for name in names:
+                    fields.pop(name, None)
+        return services.sso_connection_create(**fields)
 
     def service_update(self, request, obj: SsoConnection, form, changes: dict) -> None:
         services.sso_connection_update(

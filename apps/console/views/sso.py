@@ -1,4 +1,5 @@
-"""SSO connections: list, add, edit, delete the organization's OpenID Connect connections (docs/sso.md).
+"""SSO connections: list, add, edit, delete the organization's OpenID Connect and SAML 2.0 connections
+(docs/sso.md).
 
 Owners only, for every page, reading included (admins and members get 403, on the server), as in the
 API. Forms are checked by the API's serializer and written through its services, so the plan rule
@@ -20,7 +21,9 @@ from apps.core.errors import GatewayError
 from apps.organizations.models import Plan, Role
 from apps.sso import selectors, services
 from apps.sso.api.serializers import SsoConnectionWriteSerializer
-from apps.sso.models import MemberRole, SsoConnection
+from apps.sso.models import MemberRole, Protocol, SsoConnection
+from apps.sso.saml import sp_urls
+from apps.sso.validation import certificate_summary
 
 SECRET = "client_secret"  # never echoed
 
@@ -31,11 +34,14 @@ def _flag(post: QueryDict, name: str) -> bool | None:
     return values[-1] == "true" if values else None
 
 
-def _input(post: QueryDict, *, creating: bool) -> dict:
+def _input(post: QueryDict, *, protocol: str | None) -> dict:
+    """The posted fields, those of ``protocol`` only (a new connection: the one chosen on the form)."""
+    creating = protocol is None
+    if creating:
+        protocol = post.get("protocol") or Protocol.OIDC
     data = {
         "name": post.get("name", "").strip(),
-        "issuer": post.get("issuer", "").strip(),
-        "client_id": post.get("client_id", "").strip(),
+        "protocol": protocol if creating else None,
         "allowed_domains": [
             part for part in post.get("allowed_domains", "").replace(",", " ").split() if part
         ],
@@ -43,6 +49,13 @@ def _input(post: QueryDict, *, creating: bool) -> dict:
         "is_active": _flag(post, "is_active"),
         "require_sso": _flag(post, "require_sso"),
     }
+    if protocol == Protocol.SAML:
+        data["idp_entity_id"] = post.get("idp_entity_id", "").strip()
+        data["idp_sso_url"] = post.get("idp_sso_url", "").strip()
+        data["idp_certificate"] = post.get("idp_certificate", "").strip()
+        return {name: value for name, value in data.items() if value is not None}
+    data["issuer"] = post.get("issuer", "").strip()
+    data["client_id"] = post.get("client_id", "").strip()
     secret = post.get(SECRET, "")
     if secret or creating:
         data[SECRET] = secret
@@ -64,7 +77,10 @@ def _check(data: dict, *, partial: bool):
 
 
 def callback_url(request, connection: SsoConnection) -> str:
-    """The redirect URI to register at the identity provider."""
+    """What to register at the identity provider: the redirect URI (OpenID Connect) or the ACS URL
+    (SAML 2.0)."""
+    if connection.protocol == Protocol.SAML:
+        return sp_urls(request, connection.id)["acs_url"]
     return build_absolute_uri(request, reverse("sso_callback", kwargs={"provider_id": connection.id}))
 
 
@@ -72,6 +88,7 @@ def _context(console: Console, **extra) -> dict:
     return {
         "console": console,
         "roles": MemberRole.choices,
+        "protocols": Protocol.choices,
         "plan_allows": console.organization.plan != Plan.FREE,
         "plan_message": services.PLAN_MESSAGE,
         **extra,
@@ -98,7 +115,7 @@ def sso_connection_create(request, console: Console):
     errors: dict = {}
     status = 200
     if request.method == "POST":
-        data, errors = _check(_input(request.POST, creating=True), partial=False)
+        data, errors = _check(_input(request.POST, protocol=None), partial=False)
         status = 400
         if data is not None:
             try:
@@ -106,10 +123,11 @@ def sso_connection_create(request, console: Console):
             except GatewayError as error:
                 errors, status = service_errors(error), error.status
             else:
+                what = "ACS URL" if connection.protocol == Protocol.SAML else "redirect URI"
                 messages.success(
                     request,
-                    f"Added {connection.name}. Register {callback_url(request, connection)} as its redirect "
-                    "URI at the identity provider.",
+                    f"Added {connection.name}. Register {callback_url(request, connection)} as its {what} "
+                    "at the identity provider.",
                 )
                 return redirect("console:sso-connection", connection_id=connection.id)
     return render(
@@ -128,6 +146,10 @@ def _detail(request, console: Console, connection: SsoConnection, *, errors=None
             console,
             connection=connection,
             callback_url=callback_url(request, connection),
+            saml=sp_urls(request, connection.id) if connection.protocol == Protocol.SAML else None,
+            certificate=certificate_summary(connection.idp_certificate)
+            if connection.protocol == Protocol.SAML
+            else None,
             errors=errors or {},
             form=form,
         ),
@@ -143,7 +165,7 @@ def sso_connection_detail(request, console: Console, connection_id):
 @console_view(role=Role.OWNER, methods=("POST",))
 def sso_connection_update(request, console: Console, connection_id):
     connection = _connection(console, connection_id)
-    data, errors = _check(_input(request.POST, creating=False), partial=True)
+    data, errors = _check(_input(request.POST, protocol=connection.protocol), partial=True)
     status = 400
     if data is not None:
         try:

@@ -179,3 +179,24 @@ def test_the_dashboard_is_readable_at_phone_width(page, gateway, owner, showcase
     overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
     assert overflow <= 0
     screenshot(page, "dashboard-phone")
+
+
+def test_the_read_only_pages_work_without_javascript(browser, gateway, owner, showcase):
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    sign_in(page, gateway, owner.user.email)  # a plain form post
+    for path in (
+        "/console/dashboard/",
+        "/console/api-keys/",
+        "/console/logs/",
+        showcase["experiment-results"],
+    ):
+        response = page.goto(f"{gateway}{path}")
+        assert response.status == 200
+        expect(page.locator("h1").first).to_be_visible()
+    page.goto(f"{gateway}/console/dashboard/")
+    assert page.locator("svg[role=img]").count() >= 4  # the charts are drawn on the server
+    page.goto(f"{gateway}/console/tail/")
+    expect(page.get_by_text("Live updates need JavaScript")).to_be_visible()
+    expect(page.locator("#tail-rows tr[data-log-id]").first).to_be_visible()  # the latest, from the server
+    context.close()

@@ -1,13 +1,11 @@
 """The console's areas, in the order the navigation shows them.
 
 Each area is a module of ``apps/console/views/`` that declares its ``urlpatterns`` and its ``NAVIGATION``
-entry (label, the URL name its link opens, and the prefix of the URL names that mark it current). An
-area not yet built is simply absent from the list below.
+entry (label, the URL name its link opens, and the prefix of the URL names that mark it current).
 """
 
 from dataclasses import dataclass
 from importlib import import_module
-from importlib.util import find_spec
 
 
 @dataclass(frozen=True)
@@ -35,8 +33,4 @@ AREAS = (
 
 
 def area_modules() -> list:
-    return [
-        import_module(f"apps.console.views.{area}")
-        for area in AREAS
-        if find_spec(f"apps.console.views.{area}") is not None
-    ]
+    return [import_module(f"apps.console.views.{area}") for area in AREAS]

@@ -39,11 +39,6 @@ def rate_summary(instance) -> str:
     return " · ".join(part for part in parts if part) or "—"
 
 
-@register.filter
-def field_errors(errors: dict, name: str) -> list[str]:
-    return (errors or {}).get(name, [])
-
-
 @register.inclusion_tag("console/includes/nav.html", takes_context=True)
 def console_navigation(context) -> dict:
     match = context["request"].resolver_match

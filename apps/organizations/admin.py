@@ -11,9 +11,16 @@ from .models import Membership, Organization
 
 
 class MembershipInline(admin.TabularInline):
+    """The organization's members, read only: members are added, changed and removed through the
+    membership services (the Membership admin below, the console), which keep the last owner."""
+
     model = Membership
     extra = 0
-    autocomplete_fields = ("user",)
+    fields = readonly_fields = ("user", "role", "created_at")
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
 
 
 class OrganizationForm(forms.ModelForm):
@@ -84,8 +91,27 @@ class OrganizationAdmin(ServiceAdmin):
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(ServiceAdmin):
+    """Through the membership services, as the console: the organization's last owner cannot be
+    demoted or removed, and a removed member leaves the organization's teams too."""
+
     list_display = ("user", "organization", "role", "created_at")
     list_filter = ("role",)
     search_fields = ("user__email", "organization__name")
     autocomplete_fields = ("user", "organization")
+
+    def get_readonly_fields(self, request, obj=None):
+        return ("user", "organization") if obj is not None else ()  # only the role changes
+
+    def service_create(self, request, form) -> Membership:
+        data = form.cleaned_data
+        return services.membership_add(
+            organization=data["organization"], email=data["user"].email, role=data["role"]
+        )
+
+    def service_update(self, request, obj: Membership, form, changes: dict) -> None:
+        if "role" in changes:
+            services.membership_change_role(membership=obj, role=changes["role"])
+
+    def service_delete(self, request, obj: Membership) -> None:
+        services.membership_remove(membership=obj)

@@ -555,3 +555,44 @@ def test_the_admin_console_adds_and_removes_team_members_through_the_services(
     response = admin_browser.post(f"{MEMBERSHIPS}/{membership.id}/delete/", {"post": "yes"})
     assert response.status_code == 302
     assert not TeamMembership.objects.exists()
+
+
+ORGANIZATION_MEMBERSHIPS = "/admin/organizations/membership"
+
+
+def test_the_admin_console_changes_organization_members_through_the_services(
+    admin_browser, organization, owner
+):
+    person = UserFactory(email="newcomer@example.com")
+    response = admin_browser.post(
+        f"{ORGANIZATION_MEMBERSHIPS}/add/",
+        {"organization": organization.id, "user": person.id, "role": "admin"},
+    )
+    assert response.status_code == 302, form_errors(response)
+    added = Membership.objects.get(organization=organization, user=person)
+    assert added.role == "admin"
+
+    # The last owner can be neither demoted nor removed: the service refuses, nothing changes.
+    refused = admin_post(
+        admin_browser, f"{ORGANIZATION_MEMBERSHIPS}/{owner.id}/change/", role="member", follow=True
+    )
+    owner.refresh_from_db()
+    assert owner.role == "owner" and "keeps at least one owner" in refused.content.decode()
+    admin_browser.post(f"{ORGANIZATION_MEMBERSHIPS}/{owner.id}/delete/", {"post": "yes"}, follow=True)
+    assert Membership.objects.filter(pk=owner.pk).exists()
+
+    # A removed member leaves the organization's teams too.
+    team = TeamFactory(organization=organization)
+    TeamMembership.objects.create(team=team, user=person)
+    response = admin_browser.post(f"{ORGANIZATION_MEMBERSHIPS}/{added.id}/delete/", {"post": "yes"})
+    assert response.status_code == 302
+    assert not Membership.objects.filter(pk=added.pk).exists()
+    assert not TeamMembership.objects.filter(team=team, user=person).exists()
+
+
+def test_the_organization_page_lists_its_members_read_only(admin_browser, organization, owner):
+    page = admin_browser.get(f"/admin/organizations/organization/{organization.id}/change/")
+    assert page.status_code == 200
+    formset = page.context["inline_admin_formsets"][0].formset
+    assert formset.max_num == 0 or not page.context["inline_admin_formsets"][0].has_add_permission
+    assert owner.user.email in page.content.decode()

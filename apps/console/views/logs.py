@@ -162,9 +162,11 @@ def _export_parameters(request) -> str:
 
 
 def _gateway_headers(entry: dict) -> list[tuple[str, str]]:
-    """The ``x-gateway-*`` headers the client got, as the entry recorded their values (the proxy
-    sends ``-cost-usd`` on answers that were not streamed, ``-ttft-ms`` on streams, the provider and
-    model when an upstream was chosen, the policy pair when a policy acted)."""
+    """The ``x-gateway-*`` headers whose values the entry records (the proxy sends ``-cost-usd`` on
+    answers that were not streamed, ``-ttft-ms`` on streams, the provider and model when an upstream
+    was chosen, the policy pair when a policy acted). Not the latency, overhead, ``Cache-Status`` or
+    rate-limit headers: their values at the time of the answer are not kept (the entry's latency is
+    the whole request's, shown with the timings)."""
     names = header_names()
     headers = [(names.request_id, str(entry["log_id"])), (names.cache, entry["cache"])]
     if entry["provider"]:
@@ -174,7 +176,6 @@ def _gateway_headers(entry: dict) -> list[tuple[str, str]]:
             headers.append((names.ttft, f"{entry['ttft_ms']:.2f}"))
     else:
         headers.append((names.cost, entry["cost_usd"]))
-    headers.append((names.latency, f"{entry['latency_ms']:.2f}"))
     if entry["policy_action"]:
         headers += [
             (names.policy_action, entry["policy_action"]),

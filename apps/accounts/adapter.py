@@ -19,6 +19,7 @@ from django.http import HttpRequest
 from apps.core import crypto
 
 from . import login_throttle
+from .sessions import pin_organization
 
 SSO_ORGANIZATION_STATE = "gateway_organization_id"
 
@@ -62,8 +63,6 @@ class AccountAdapter(DefaultAccountAdapter):
         sociallogin = (kwargs.get("signal_kwargs") or {}).get("sociallogin")
         organization_id = sociallogin.state.get(SSO_ORGANIZATION_STATE) if sociallogin else None
         if organization_id:
-            from apps.console.access import pin_organization
-
             pin_organization(request, organization_id)
         return super().post_login(request, user, **kwargs)
 

@@ -18,12 +18,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import render
 
 from apps.accounts.models import User
+from apps.accounts.sessions import SESSION_ORGANIZATION, SESSION_PINNED_ORGANIZATION
 from apps.organizations.models import Membership, Organization, Role
-
-SESSION_ORGANIZATION = "console_organization_id"
-# Set by a single sign-on: the session may work in that organization only. The identity provider of
-# one organization vouches for nobody's access to another.
-SESSION_PINNED_ORGANIZATION = "console_pinned_organization_id"
 
 
 @dataclass(frozen=True)
@@ -82,13 +78,6 @@ def choose_organization(request: HttpRequest, organization_id: str) -> bool:
         return False
     request.session[SESSION_ORGANIZATION] = organization_id
     return True
-
-
-def pin_organization(request: HttpRequest, organization_id) -> None:
-    """After a single sign-on through ``organization_id``'s connection: the session works in that
-    organization and may not switch to another one the account belongs to."""
-    request.session[SESSION_PINNED_ORGANIZATION] = str(organization_id)
-    request.session[SESSION_ORGANIZATION] = str(organization_id)
 
 
 def forbidden(request: HttpRequest, console: Console | None, message: str) -> HttpResponse:

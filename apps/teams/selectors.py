@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from django.db.models import QuerySet
 
 from apps.accounts.models import User
+from apps.organizations.models import Role
 
 from .models import Team, TeamMembership
 
@@ -64,4 +65,14 @@ def team_member_candidates(team: Team) -> QuerySet[User]:
         User.objects.filter(memberships__organization_id=team.organization_id)
         .exclude(team_memberships__team=team)
         .order_by("email")
+    )
+
+
+def may_read_team_usage(*, membership, team_id) -> bool:
+    """Who reads the usage of a team (and of the keys bound to it): admins and owners every team's,
+    a member only that of the teams they belong to. The API and the console both ask here."""
+    if membership.has_role(Role.ADMIN):
+        return True
+    return team_id is not None and team_id in team_ids_of(
+        user=membership.user, organization_id=membership.organization_id
     )

@@ -17,7 +17,7 @@ from apps.limits.api.serializers import attached_limits
 from apps.limits.models import BudgetPeriod, Scope
 from apps.limits.usage import usage_of
 from apps.organizations.models import Role
-from apps.teams.selectors import team_ids_of, teams_of
+from apps.teams.selectors import may_read_team_usage, teams_of
 
 
 def _form_context(console: Console, **extra) -> dict:
@@ -86,11 +86,8 @@ def api_key_create(request, console: Console):
 
 
 def _usage(console: Console, api_key: ApiKey):
-    """Admins read every key's usage; a member only that of keys bound to one of their teams."""
-    if not console.can_change and (
-        api_key.team_id is None
-        or api_key.team_id not in team_ids_of(user=console.user, organization_id=console.organization.id)
-    ):
+    """The key's usage, if the caller may read it (``may_read_team_usage``: the API's rule)."""
+    if not may_read_team_usage(membership=console.membership, team_id=api_key.team_id):
         return None
     return usage_of(
         organization=console.organization,

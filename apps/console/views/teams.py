@@ -86,11 +86,7 @@ def _team(console: Console, team_id) -> Team:
 
 
 def may_read_usage(console: Console, team: Team) -> bool:
-    """The API's rule (apps/teams/api/views.py ``may_read_team_usage``): admins and owners read every
-    team's usage, a member only that of the teams they belong to."""
-    return console.can_change or team.id in selectors.team_ids_of(
-        user=console.user, organization_id=console.organization.id
-    )
+    return selectors.may_read_team_usage(membership=console.membership, team_id=team.id)
 
 
 def _detail(request, console: Console, team: Team, *, failed="", errors=None, form=None, status=200):

@@ -11,7 +11,6 @@ from rest_framework.response import Response
 from apps.limits.api.serializers import UsageSerializer, attached_limits
 from apps.limits.models import Scope
 from apps.limits.usage import usage_of
-from apps.organizations.models import Role
 from apps.organizations.tenancy import OrganizationScopedViewSet
 from apps.teams import selectors, services
 from apps.teams.models import Team, TeamMembership
@@ -20,12 +19,7 @@ from .serializers import TeamMemberAddSerializer, TeamMemberSerializer, TeamSeri
 
 
 def may_read_team_usage(request, team_id) -> bool:
-    """Admins and owners read every team's usage; a member only that of the teams they belong to."""
-    if request.auth.membership.has_role(Role.ADMIN):
-        return True
-    return team_id is not None and team_id in selectors.team_ids_of(
-        user=request.user, organization_id=request.auth.organization.pk
-    )
+    return selectors.may_read_team_usage(membership=request.auth.membership, team_id=team_id)
 
 
 class TeamViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OrganizationScopedViewSet):

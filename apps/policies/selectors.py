@@ -16,6 +16,13 @@ def policies_of(organization_id) -> QuerySet[Policy]:
     return Policy.objects.filter(organization_id=organization_id).order_by("order", "created_at")
 
 
+def next_policy_order(organization_id, *, limit: int) -> int:
+    """Where a new policy goes when no ``order`` is given: after the organization's last (0 for the
+    first), at most ``limit``."""
+    top = policies_of(organization_id).order_by("-order").values_list("order", flat=True).first()
+    return 0 if top is None else min(top + 1, limit)
+
+
 def active_policy_snapshots(organization_id) -> tuple[PolicySnapshot, ...]:
     """The organization's active policies in order, as plain data: what the proxy's engine is built
     from (``engine.PolicyEngine.build``) when the organization's configuration generation moves."""

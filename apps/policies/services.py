@@ -15,6 +15,7 @@ from apps.keys.models import ApiKey
 from apps.organizations.models import Organization
 from apps.teams.models import Team
 
+from . import selectors
 from .models import Action, Policy
 
 NAME_LENGTH = 100
@@ -52,6 +53,8 @@ def policy_create(*, organization: Organization, name: str, action: str, **value
     unknown = set(values) - set(FIELDS)
     if unknown:
         raise TypeError(f"unknown policy fields: {', '.join(sorted(unknown))}")
+    if "order" not in values:  # after the last one: a new policy never jumps ahead of the others
+        values["order"] = selectors.next_policy_order(organization.id, limit=ORDER_LIMIT)
     policy = Policy(organization=organization)
     _apply(policy, {"name": name, "action": action, **values})
     return _save(policy, create=True)

@@ -283,3 +283,10 @@ def test_the_admin_console_writes_through_the_services(
     assert created.status_code == 302
     [policy] = Policy.objects.all()
     assert (policy.detectors, policy.patterns) == (["email", "secret"], [r"ACME-\d+"])
+
+
+def test_a_policy_created_without_an_order_goes_after_the_last(session_client):
+    first = create(session_client, name="first", terms=["a"])
+    later = create(session_client, name="later", terms=["b"], order=7)
+    last = create(session_client, name="last", terms=["c"])
+    assert (first["order"], later["order"], last["order"]) == (0, 7, 8)

@@ -138,8 +138,6 @@ def policy_create(request, console: Console):
         form = request.POST
         values, errors = _checked(_policy_input(request.POST), policy=None)
         if values is not None:
-            if "order" not in values:
-                values["order"] = _next_order(console)
             try:
                 policy = services.policy_create(organization=console.organization, **values)
             except GatewayError as error:
@@ -158,9 +156,7 @@ def policy_create(request, console: Console):
 
 
 def _next_order(console: Console) -> int:
-    last = selectors.policies_of(console.organization.id).order_by("-order").values_list("order", flat=True)
-    top = last.first()
-    return 0 if top is None else min(top + 1, services.ORDER_LIMIT)
+    return selectors.next_policy_order(console.organization.id, limit=services.ORDER_LIMIT)
 
 
 def _detail(request, console: Console, policy: Policy, *, errors=None, form=None, status=None):

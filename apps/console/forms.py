@@ -9,6 +9,7 @@ field.
 """
 
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from django.http import QueryDict
 from rest_framework import serializers
@@ -36,9 +37,9 @@ def flat_errors(errors, prefix: str = "") -> dict[str, list[str]]:
     return flat
 
 
-def check(serializer_class: type[serializers.Serializer], data: dict, **context):
+def check(serializer_class: type[serializers.Serializer], data: dict, *, partial: bool = False, **context):
     """(validated data, {}) or (None, errors by field)."""
-    serializer = serializer_class(data=data, context=context)
+    serializer = serializer_class(data=data, partial=partial, context=context)
     if serializer.is_valid():
         return serializer.validated_data, {}
     return None, flat_errors(serializer.errors)
@@ -122,3 +123,11 @@ def decimal_number(post: QueryDict, name: str):
         return int(value) if value.isdigit() else float(value)
     except ValueError:
         return value
+
+
+def relative_link(url: str | None) -> str | None:
+    """DRF's absolute next/previous page link as a path and query of this site."""
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    return f"{parts.path}?{parts.query}" if parts.query else parts.path

@@ -11,7 +11,6 @@ while a member reads the log entry by entry).
 
 from datetime import timedelta
 from decimal import Decimal
-from urllib.parse import urlsplit
 
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path
@@ -26,9 +25,11 @@ from apps.audit.api.views import AuditLogPagination
 from apps.audit.periods import TimeRange
 from apps.console.access import Console, console_view
 from apps.console.areas import Navigation
+from apps.console.forms import relative_link
 from apps.core.api.exceptions import management_exception_handler
 from apps.core.brand import header_names
 from apps.keys.selectors import api_keys_of
+from apps.providers.models import Provider
 from apps.teams.selectors import teams_of
 
 # The list's filters, as the API names its query parameters.
@@ -58,21 +59,12 @@ _EXPORT_MATCHING = (
     "cache",
     "request_id",
 )
-PROVIDERS = ("openai", "anthropic", "azure_openai", "openai_compatible")
 
 
 def api_error(exc: APIException) -> dict:
     """``{"message", "fields"}`` exactly as the management API answers ``exc``."""
     error = management_exception_handler(exc, {"request": None, "view": None}).data["error"]
     return {"message": error["message"], "code": error["code"], "fields": error.get("fields") or {}}
-
-
-def _relative(url: str | None) -> str | None:
-    """DRF's absolute next/previous link as this page's path and query."""
-    if url is None:
-        return None
-    parts = urlsplit(url)
-    return f"{parts.path}?{parts.query}" if parts.query else parts.path
 
 
 def _filters_context(console: Console, request) -> dict:
@@ -89,7 +81,7 @@ def _filters_context(console: Console, request) -> dict:
         # another organization's) matches nothing; the form still shows it.
         "unknown_team": given["team"] and given["team"] not in {str(team.id) for team in teams},
         "unknown_api_key": given["api_key"] and given["api_key"] not in {str(key.id) for key in api_keys},
-        "providers": PROVIDERS,
+        "providers": Provider.values,
         "statuses": ("2xx", "4xx", "5xx", "error"),
         "policy_actions": selectors.POLICY_ACTIONS,
         "cache_values": selectors.CACHE_VALUES,
@@ -146,8 +138,8 @@ def log_list(request, console: Console):
         {
             **context,
             "entries": [(entry, team_names.get(entry.team_id)) for entry in page],
-            "next": _relative(paginator.get_next_link()),
-            "previous": _relative(paginator.get_previous_link()),
+            "next": relative_link(paginator.get_next_link()),
+            "previous": relative_link(paginator.get_previous_link()),
             "export_parameters": _export_parameters(request),
         },
     )

@@ -16,7 +16,7 @@ from django.urls import path, reverse
 
 from apps.console.access import Console, console_view
 from apps.console.areas import Navigation
-from apps.console.forms import flat_errors, service_errors, text
+from apps.console.forms import check, flag, labels, service_errors, text
 from apps.core.errors import GatewayError
 from apps.organizations.models import Plan, Role
 from apps.sso import selectors, services
@@ -28,12 +28,6 @@ from apps.sso.validation import certificate_summary
 SECRET = "client_secret"  # never echoed
 
 
-def _flag(post: QueryDict, name: str) -> bool | None:
-    """A checkbox posted after a hidden ``false``: the last value is the answer; absent says nothing."""
-    values = post.getlist(name)
-    return values[-1] == "true" if values else None
-
-
 def _input(post: QueryDict, *, protocol: str | None) -> dict:
     """The posted fields, those of ``protocol`` only (a new connection: the one chosen on the form)."""
     creating = protocol is None
@@ -42,12 +36,10 @@ def _input(post: QueryDict, *, protocol: str | None) -> dict:
     data = {
         "name": post.get("name", "").strip(),
         "protocol": protocol if creating else None,
-        "allowed_domains": [
-            part for part in post.get("allowed_domains", "").replace(",", " ").split() if part
-        ],
+        "allowed_domains": labels(post, "allowed_domains"),
         "default_role": text(post, "default_role"),
-        "is_active": _flag(post, "is_active"),
-        "require_sso": _flag(post, "require_sso"),
+        "is_active": flag(post, "is_active"),
+        "require_sso": flag(post, "require_sso"),
     }
     if protocol == Protocol.SAML:
         data["idp_entity_id"] = post.get("idp_entity_id", "").strip()
@@ -66,14 +58,6 @@ def _without_secret(post: QueryDict) -> dict:
     return {name: post.get(name) for name in post if name not in (SECRET, "csrfmiddlewaretoken")} | {
         "allowed_domains": post.get("allowed_domains", "")
     }
-
-
-def _check(data: dict, *, partial: bool):
-    """(validated data, {}) or (None, errors by field), by the API's own serializer."""
-    serializer = SsoConnectionWriteSerializer(data=data, partial=partial)
-    if serializer.is_valid():
-        return serializer.validated_data, {}
-    return None, flat_errors(serializer.errors)
 
 
 def callback_url(request, connection: SsoConnection) -> str:
@@ -115,7 +99,7 @@ def sso_connection_create(request, console: Console):
     errors: dict = {}
     status = 200
     if request.method == "POST":
-        data, errors = _check(_input(request.POST, protocol=None), partial=False)
+        data, errors = check(SsoConnectionWriteSerializer, _input(request.POST, protocol=None))
         status = 400
         if data is not None:
             try:
@@ -165,7 +149,9 @@ def sso_connection_detail(request, console: Console, connection_id):
 @console_view(role=Role.OWNER, methods=("POST",))
 def sso_connection_update(request, console: Console, connection_id):
     connection = _connection(console, connection_id)
-    data, errors = _check(_input(request.POST, protocol=connection.protocol), partial=True)
+    data, errors = check(
+        SsoConnectionWriteSerializer, _input(request.POST, protocol=connection.protocol), partial=True
+    )
     status = 400
     if data is not None:
         try:

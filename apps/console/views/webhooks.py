@@ -8,8 +8,6 @@ Input is checked by the API's serializers and written through the API's services
 in clear only in the answer that makes it: that answer is never cached and no other page, message
 or log holds it."""
 
-from urllib.parse import urlsplit
-
 from django.contrib import messages
 from django.http import QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
@@ -21,7 +19,7 @@ from rest_framework.request import Request
 
 from apps.console.access import Console, console_view
 from apps.console.areas import Navigation
-from apps.console.forms import check, flat_errors, service_errors
+from apps.console.forms import check, flat_errors, relative_link, service_errors
 from apps.core.errors import GatewayError
 from apps.events.models import EventType
 from apps.organizations.models import Role
@@ -181,14 +179,6 @@ def webhook_roll_secret(request, console: Console, webhook_id):
 # --- Deliveries -----------------------------------------------------------------------------------
 
 
-def _relative(link: str | None) -> str | None:
-    """DRF's absolute page link as a path and query of this site."""
-    if link is None:
-        return None
-    parts = urlsplit(link)
-    return f"{parts.path}?{parts.query}" if parts.query else parts.path
-
-
 @console_view()
 def delivery_list(request, console: Console):
     """The history, newest first, with the API's filters (``webhook``, ``status``, ``event_type``)
@@ -220,8 +210,8 @@ def delivery_list(request, console: Console):
         return render(request, "console/webhooks/deliveries.html", context, status=400)
     context.update(
         deliveries=page,
-        next_page=_relative(paginator.get_next_link()),
-        previous_page=_relative(paginator.get_previous_link()),
+        next_page=relative_link(paginator.get_next_link()),
+        previous_page=relative_link(paginator.get_previous_link()),
     )
     return render(request, "console/webhooks/deliveries.html", context)
 

@@ -318,6 +318,10 @@ GATEWAY_ALLOW_PRIVATE_UPSTREAMS = env.bool("GATEWAY_ALLOW_PRIVATE_UPSTREAMS", de
 # Webhook endpoints on private or loopback addresses (development, tests); link-local and metadata
 # addresses are refused whatever this says.
 GATEWAY_ALLOW_PRIVATE_WEBHOOKS = env.bool("GATEWAY_ALLOW_PRIVATE_WEBHOOKS", default=False)
+# Single sign-on identity providers (issuer, and every URL of its discovery document) on private or
+# loopback addresses (an identity provider on the operator's own network, development, tests);
+# link-local and metadata addresses are refused whatever this says (apps/sso/addresses.py).
+GATEWAY_ALLOW_PRIVATE_SSO = env.bool("GATEWAY_ALLOW_PRIVATE_SSO", default=False)
 
 # --- Security -------------------------------------------------------------------------------
 # Behind TLS (directly or at a balancer that sets X-Forwarded-Proto) set GATEWAY_HTTPS=true.

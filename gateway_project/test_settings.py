@@ -45,6 +45,7 @@ Path(STATIC_ROOT).mkdir(parents=True, exist_ok=True)
 # The tests' upstreams are real servers on loopback.
 GATEWAY_ALLOW_PRIVATE_UPSTREAMS = True
 GATEWAY_ALLOW_PRIVATE_WEBHOOKS = True  # the receivers of the tests listen on loopback
+GATEWAY_ALLOW_PRIVATE_SSO = True  # the tests' identity provider (tests/oidc_provider.py) too
 
 # Each run spools to its own directory, never the developer's.
 GATEWAY_OUTBOX_DIR = str(DATA_DIR / f"outbox-test-{os.getpid()}")

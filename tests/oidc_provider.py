@@ -37,7 +37,9 @@ between sign-ins while the gateway runs elsewhere.
 
 Knobs for the tests of refusals: ``user`` (whom the next sign-in is for), ``id_token_claims``
 (claims written over the id_token's, e.g. ``{"nonce": "forged"}``), ``sign_with_unknown_key``
-(an id_token whose signature the JWKS does not verify), ``redirect_uris`` (None accepts any). Every
+(an id_token whose signature the JWKS does not verify), ``redirect_uris`` (None accepts any),
+``discovery_overrides`` (members written over the discovery document's, e.g. another
+``token_endpoint``). Every
 authorization request's parameters are kept in ``authorization_requests`` and every token request's
 (without the secret) in ``token_requests``.
 """
@@ -388,6 +390,7 @@ class OidcProvider:
         self.user = user or IdpUser()
         self.id_token_claims: dict = {}
         self.sign_with_unknown_key = False
+        self.discovery_overrides: dict = {}
         self.authorization_requests: list[dict] = []
         self.token_requests: list[dict] = []
         self._client = _Client(self.client_id, self.client_secret, redirect_uris)
@@ -431,6 +434,7 @@ class OidcProvider:
             "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
             "code_challenge_methods_supported": ["S256"],
             "claims_supported": ["sub", "email", "email_verified", "name"],
+            **self.discovery_overrides,
         }
 
     def jwks(self) -> dict:

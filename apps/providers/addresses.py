@@ -1,97 +1,29 @@
 """Which upstream addresses the gateway may call.
 
 A provider key's base URL is chosen by an organization admin, so without a check the gateway
-could be pointed at its own network (server-side request forgery). Link-local addresses, which
-include the cloud metadata service at 169.254.169.254, are always refused; private, loopback and
-other non-public addresses only when ``GATEWAY_ALLOW_PRIVATE_UPSTREAMS`` is set (self-hosted
-models on a private network, and the tests). The same check runs again on every connection, on
-the address actually resolved (apps/proxy/upstream.py), so DNS cannot be used to get around it.
-
-An IPv6 address can carry an IPv4 address that a translator or tunnel on the way delivers to: NAT64
-(``64:ff9b::a9fe:a9fe``), 6to4 (``2002:a9fe:a9fe::``), Teredo, and the IPv4-compatible, -mapped and
--translated forms (``::127.0.0.1``, ``::ffff:…``). The IPv4 address inside is checked as well. The
-local-use NAT64 prefix ``64:ff9b:1::/48`` (RFC 8215) is refused outright: a /48 prefix may put the
-IPv4 address in any of RFC 6052's positions (``64:ff9b:1:a9fe:a9:fe00::`` is 169.254.169.254), and a
-translator of the operator's own network is no place for a provider's API.
+could be pointed at its own network (server-side request forgery). The rule (apps/core/addresses.py)
+always refuses link-local and metadata addresses, and private, loopback and other non-public ones
+unless ``GATEWAY_ALLOW_PRIVATE_UPSTREAMS`` is set (self-hosted models on a private network, and the
+tests). The same check runs again on every connection, on the address actually resolved
+(apps/proxy/upstream.py), so DNS cannot be used to get around it.
 """
 
-import ipaddress
 import socket
 from urllib.parse import urlsplit
 
-from django.conf import settings
-
-from apps.core.errors import InvalidRequest
-
-# Cloud metadata endpoints outside 169.254.0.0/16 (AWS IPv6, Alibaba).
-_METADATA = {ipaddress.ip_address("fd00:ec2::254"), ipaddress.ip_address("100.100.100.200")}
-# Prefixes whose last 32 bits are an IPv4 address: NAT64's well-known prefix (RFC 6052),
-# IPv4-compatible (deprecated, but still routed by some stacks) and IPv4-translated (RFC 2765).
-_IPV4_IN_LAST_32_BITS = tuple(
-    ipaddress.ip_network(prefix) for prefix in ("64:ff9b::/96", "::/96", "::ffff:0:0:0/96")
-)
-_LOCAL_USE_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")
-
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-# What each allowance is for, as its refusal says.
-_ALLOWED_BY = {
-    "GATEWAY_ALLOW_PRIVATE_UPSTREAMS": "self-hosted upstreams",
-    "GATEWAY_ALLOW_PRIVATE_WEBHOOKS": "webhooks on a private network",
-}
+from apps.core import addresses
 
 
-class AddressRefused(InvalidRequest):
+class AddressRefused(addresses.AddressRefused):
     code = "upstream_address_refused"
 
 
 def check_ip(
     address: str, *, allowance: str = "GATEWAY_ALLOW_PRIVATE_UPSTREAMS", subject: str = "upstream address"
 ) -> None:
-    """Raises AddressRefused for an address the gateway must not call; ValueError if ``address``
-    is not an IP address at all (a host name). ``allowance`` names the boolean setting that allows
-    private and loopback addresses (webhooks have their own, ``GATEWAY_ALLOW_PRIVATE_WEBHOOKS``);
-    ``subject`` is what the messages call the address."""
-    ip = ipaddress.ip_address(address)
-    if ip in _LOCAL_USE_NAT64:
-        raise AddressRefused(
-            f"The {subject} {ip} is in the local-use NAT64 prefix {_LOCAL_USE_NAT64}, which can "
-            "carry any IPv4 address (the metadata service too); it is never allowed."
-        )
-    judged = _judged_addresses(ip)
-    for candidate in judged:
-        if candidate.is_link_local or candidate in _METADATA:
-            raise AddressRefused(
-                f"The {subject} {_named(candidate, ip)} is link-local or a metadata service; "
-                "it is never allowed."
-            )
-    if getattr(settings, allowance):
-        return
-    for candidate in judged:
-        if not candidate.is_global:
-            raise AddressRefused(
-                f"The {subject} {_named(candidate, ip)} is private or local; set "
-                f"{allowance}=true to allow {_ALLOWED_BY.get(allowance, 'them')}."
-            )
-
-
-def _judged_addresses(ip: IPAddress) -> list[IPAddress]:
-    """The address itself and every IPv4 address it reaches through a translator or tunnel."""
-    if isinstance(ip, ipaddress.IPv4Address):
-        return [ip]
-    if ip.ipv4_mapped is not None:
-        return [ip.ipv4_mapped]  # only a spelling of the IPv4 address (and never global itself)
-    judged: list[IPAddress] = [ip]
-    if ip.sixtofour is not None:
-        judged.append(ip.sixtofour)
-    if ip.teredo is not None:
-        judged.extend(ip.teredo)  # the server and the client
-    if any(ip in prefix for prefix in _IPV4_IN_LAST_32_BITS):
-        judged.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
-    return judged
-
-
-def _named(address: IPAddress, given: IPAddress) -> str:
-    return str(address) if address == given else f"{address} (inside {given})"
+    """Raises AddressRefused for an address the gateway must not call as an upstream; ValueError if
+    ``address`` is not an IP address at all (a host name)."""
+    addresses.check_ip(address, allowance=allowance, subject=subject, refused=AddressRefused)
 
 
 def check_upstream_url(url: str) -> str:

@@ -15,7 +15,6 @@ gets an account (unusable password) if they had none, and a membership in the co
 organization with its ``default_role`` if they had none there (just in time).
 """
 
-import functools
 import logging
 import uuid
 
@@ -31,7 +30,7 @@ from django.shortcuts import render
 from apps.accounts.adapter import SSO_ORGANIZATION_STATE
 from apps.organizations.models import Plan
 
-from . import saml, services
+from . import addresses, saml, services
 from .errors import SignInRefused
 from .models import Protocol, SsoConnection
 from .policy import email_domain
@@ -89,10 +88,12 @@ class SsoAccountAdapter(DefaultSocialAccountAdapter):
         return [social_app(connection) for connection in connections]
 
     def get_requests_session(self):
-        session = super().get_requests_session()
+        # Every request allauth makes for a connection (discovery, token, JWKS, userinfo) comes here:
+        # https only, to checked and pinned addresses (apps/sso/addresses.py).
+        session = addresses.pin(super().get_requests_session())
         if settings.GATEWAY_SSO_CA_BUNDLE:
-            # Per request: requests lets REQUESTS_CA_BUNDLE override a session's own ``verify``.
-            session.request = functools.partial(session.request, verify=settings.GATEWAY_SSO_CA_BUNDLE)
+            # The session's own: the pinned session reads no CA bundle from the environment.
+            session.verify = settings.GATEWAY_SSO_CA_BUNDLE
         return session
 
     def is_open_for_signup(self, request: HttpRequest, sociallogin) -> bool:

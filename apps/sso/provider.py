@@ -7,6 +7,8 @@ whose ``provider_id`` is the connection's id. What it adds to allauth's ``openid
 - PKCE (S256) on every sign-in, whatever the settings say;
 - a ``nonce`` sent with every authorization request, kept with the ``state``, and compared with the
   id_token's (allauth's provider sends none and checks none);
+- the issuer and every URL of its discovery document checked, and every connection to the identity
+  provider pinned to checked addresses (apps/sso/addresses.py: no server-side request forgery);
 - the id_token's signature always verified against the issuer's JWKS, with an asymmetric algorithm
   only (allauth skips the signature when the token came straight from the token endpoint); the
   discovery document's ``issuer`` must be the connection's, exactly;
@@ -34,6 +36,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.crypto import constant_time_compare
 
+from . import addresses
 from . import state as server_state
 from .models import SsoConnection
 
@@ -93,6 +96,9 @@ class SsoOAuth2Adapter(OpenIDConnectOAuth2Adapter):
                 for endpoint in ("authorization_endpoint", "token_endpoint", "jwks_uri"):
                     if not isinstance(config.get(endpoint), str):
                         raise OAuth2Error(f"The discovery document has no {endpoint}.")
+                # Checked before it is kept: every URL in it is one the gateway may call or send a
+                # browser to (the addresses its names resolve to are checked on each connection).
+                addresses.check_discovery(config)
                 cache.set(key, config, DISCOVERY_CACHE_SECONDS)
             self._openid_config = config
         return self._openid_config

@@ -7,6 +7,7 @@ from apps.accounts.models import User
 from apps.core.errors import InvalidRequest
 from apps.organizations.models import Membership, Organization, Plan
 
+from .addresses import check_issuer
 from .errors import DomainTaken, PlanRequired, SignInRefused
 from .models import MemberRole, Protocol, SsoConnection, SsoDomainClaim
 from .validation import clean_certificate, clean_domains, clean_entity_id, clean_issuer, clean_sso_url
@@ -35,7 +36,8 @@ def _clean(values: dict) -> dict:
     rules = {
         "name": lambda v: _text(v, max_length=200).strip(),
         "protocol": lambda v: Protocol(v).value,
-        "issuer": lambda v: clean_issuer(_text(v, max_length=500)),
+        # A refused address is its own 400 (sso_address_refused), raised from here.
+        "issuer": lambda v: check_issuer(clean_issuer(_text(v, max_length=500))),
         "client_id": lambda v: _text(v, max_length=500).strip(),
         "client_secret": lambda v: _text(v, min_length=SECRET_MIN_LENGTH, max_length=SECRET_MAX_LENGTH),
         "allowed_domains": lambda v: clean_domains(_strings(v)),

@@ -15,6 +15,7 @@ from requests import RequestException
 from apps.core.errors import InvalidRequest, NotFound, ServiceUnavailable
 from apps.organizations.models import Organization, Plan
 
+from .addresses import RefusedEndpoint
 from .errors import PlanRequired
 from .models import SsoConnection
 from .policy import email_domain
@@ -84,6 +85,14 @@ def authorization_url(
             login_hint=login_hint,
             server_side_state=server_side_state,
         )
+    except RefusedEndpoint as error:
+        # Not worth retrying: the connection or its discovery document names an address the gateway
+        # will not call (logged with the host by apps/sso/addresses.py; not told to this caller).
+        raise ProviderUnavailable(
+            "The identity provider's issuer or one of its endpoints is at an address the gateway may not "
+            "call; ask an owner to check the connection's issuer.",
+            code="sso_address_refused",
+        ) from error
     except (RequestException, OAuth2Error, OneLogin_Saml2_Error, ValueError) as error:
         raise _unavailable() from error
     if response.status_code != 302:  # allauth rendered its error page instead of redirecting

@@ -1,7 +1,7 @@
 """Which webhook URLs the gateway sends to (decisions.md, "Events and webhooks").
 
-HTTPS only, with a host and no credentials or fragment. The host's addresses follow the upstream
-rule (apps/providers/addresses.py): link-local and metadata addresses (169.254.0.0/16, fe80::/10 ...)
+HTTPS only, with a host and no credentials or fragment. The host's addresses follow the gateway's
+rule (apps/core/addresses.py): link-local and metadata addresses (169.254.0.0/16, fe80::/10 ...)
 always refused, private and loopback ones unless ``GATEWAY_ALLOW_PRIVATE_WEBHOOKS``. The rule is
 checked when a webhook is saved, and again on every delivery on the address actually resolved,
 which is the address the delivery then connects to (apps/webhooks/transport.py).
@@ -12,14 +12,13 @@ from dataclasses import dataclass
 
 import httpx
 
-from apps.core.errors import InvalidRequest
-from apps.providers.addresses import AddressRefused, check_ip
+from apps.core.addresses import AddressRefused, check_ip
 
 ALLOWANCE = "GATEWAY_ALLOW_PRIVATE_WEBHOOKS"
 URL_LENGTH = 2000
 
 
-class WebhookAddressRefused(InvalidRequest):
+class WebhookAddressRefused(AddressRefused):
     code = "webhook_address_refused"
 
 
@@ -64,10 +63,7 @@ def resolve(url: str) -> Target:
     if not addresses:
         raise WebhookAddressRefused(f"The host {parsed.host} could not be resolved.")
     for address in addresses:
-        try:
-            check_ip(address, allowance=ALLOWANCE, subject="webhook address")
-        except AddressRefused as error:
-            raise WebhookAddressRefused(error.message) from None
+        check_ip(address, allowance=ALLOWANCE, subject="webhook address", refused=WebhookAddressRefused)
     return Target(url=parsed, address=addresses[0])
 
 

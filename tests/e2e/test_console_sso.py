@@ -25,11 +25,12 @@ def identity_provider():
 @pytest.fixture(scope="module")
 def gateway(django_db_setup, static_root, tmp_path_factory, identity_provider) -> str:
     """A live gateway that trusts the identity provider's test CA, as a deployment would trust a
-    private CA (``GATEWAY_SSO_CA_BUNDLE``)."""
+    private CA (``GATEWAY_SSO_CA_BUNDLE``), and may call it on loopback (``GATEWAY_ALLOW_PRIVATE_SSO``)."""
     with daphne_server(
         tmp_path_factory.mktemp("gateway"),
         STATIC_ROOT=str(static_root),
         GATEWAY_SSO_CA_BUNDLE=identity_provider.ca_bundle,
+        GATEWAY_ALLOW_PRIVATE_SSO="true",
     ) as base_url:
         yield base_url
 

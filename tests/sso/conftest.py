@@ -72,6 +72,7 @@ def oidc_provider(_identity_provider, settings):
     provider.user = IdpUser()
     provider.id_token_claims = {}
     provider.sign_with_unknown_key = False
+    provider.discovery_overrides = {}
     provider.redirect_uris = None
     provider.authorization_requests.clear()
     provider.token_requests.clear()

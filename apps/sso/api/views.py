@@ -83,7 +83,8 @@ class SsoInitiateView(APIView):
             503: OpenApiResponse(
                 ErrorSerializer,
                 description="The identity provider's discovery document could not be read "
-                "(`sso_provider_unavailable`).",
+                "(`sso_provider_unavailable`), or the issuer or a URL of that document is at an "
+                "address the gateway may not call (`sso_address_refused`).",
             ),
         },
         auth=[],

@@ -165,6 +165,27 @@ def test_changing_the_issuer_to_a_loopback_address_is_refused(session_client, ou
     assert outsider_client.get(f"{CONNECTIONS}/{created['id']}").status_code == 404
 
 
+def test_the_console_and_the_django_admin_refuse_it_through_the_same_service(
+    console_for, organization, private_off
+):
+    from django.test import Client
+
+    from tests.console.conftest import post_form
+    from tests.factories import UserFactory
+    from tests.sso.test_admin import ADD, admin_form
+    from tests.sso.test_console_connections import NEW, form
+
+    response = post_form(console_for(organization, "owner"), NEW, NEW, form(issuer="https://127.0.0.1:8443"))
+    assert response.status_code == 400
+    assert "GATEWAY_ALLOW_PRIVATE_SSO=true" in response.content.decode()
+
+    staff = Client()
+    staff.force_login(UserFactory(is_staff=True, is_superuser=True))
+    response = staff.post(ADD, admin_form(organization, issuer="https://localhost:8443"), follow=True)
+    assert "GATEWAY_ALLOW_PRIVATE_SSO=true" in response.content.decode()
+    assert not SsoConnection.objects.exists()
+
+
 def test_an_issuers_name_is_not_looked_up_when_saved(session_client, private_off, monkeypatch):
     """The address is checked when the gateway connects; a name looked up at saving proves nothing then."""
     looked_up = []

@@ -226,6 +226,28 @@ def _secret_rule(prefix: str) -> Rule:
     return Rule("secret", f"{own}|{_SECRET}", guards=(*_SECRET_GUARDS, prefix.lower()))
 
 
+# --- Compiling ------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=32)
+def compiled_rule(rule: Rule) -> regex.Pattern:
+    """A built-in rule's pattern, compiled once per process (the detectors are compiled at import,
+    below: no request ever compiles one). An organization's own patterns do not come through here:
+    the policy engine compiles them when the organization's configuration loads."""
+    return regex.compile(rule.source)
+
+
+@lru_cache(maxsize=32)
+def _prefix_pattern(prefix: str) -> regex.Pattern:
+    return regex.compile(f"(?:{prefix})\\Z")
+
+
+for _rule in DETECTORS.values():
+    compiled_rule(_rule)
+    if _rule.prefix:
+        _prefix_pattern(_rule.prefix)
+
+
 # --- The scanner -----------------------------------------------------------------------------------
 
 
@@ -249,12 +271,22 @@ class Scanner:
     search goes on one character further."""
 
     rules: Sequence[Rule]
+    # The rules' compiled patterns, in the same order, when the caller compiled them already (the
+    # policy engine does, off the event loop, when an organization's configuration loads); None:
+    # compiled here (the detectors' come from a cache filled at import).
+    patterns: Sequence[regex.Pattern] | None = None
     _patterns: tuple[regex.Pattern, ...] = field(init=False, repr=False)
     _prefixes: dict[str, regex.Pattern] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.rules = tuple(self.rules)
-        self._patterns = tuple(regex.compile(rule.source) for rule in self.rules)
+        if self.patterns is None:
+            self._patterns = tuple(compiled_rule(rule) for rule in self.rules)
+        else:
+            self._patterns = tuple(self.patterns)
+            if len(self._patterns) != len(self.rules):
+                raise ValueError("one compiled pattern per rule")
+        self._prefixes = {rule.prefix: _prefix_pattern(rule.prefix) for rule in self.rules if rule.prefix}
 
     def max_length(self) -> int | None:
         """The longest match any rule can make, or None when one is unbounded."""
@@ -323,10 +355,7 @@ class Scanner:
     def _begin(self, text: str, rule: Rule, at: int, floor: int) -> int:
         """Where a match of ``rule`` found at ``at`` begins: its prefix taken in, never before
         ``floor`` (the end of the rule's previous match)."""
-        pattern = self._prefixes.get(rule.prefix)
-        if pattern is None:
-            pattern = self._prefixes[rule.prefix] = regex.compile(f"(?:{rule.prefix})\\Z")
-        found = pattern.search(text, max(floor, at - rule.prefix_max), at)
+        found = self._prefixes[rule.prefix].search(text, max(floor, at - rule.prefix_max), at)
         return found.start() if found is not None else at
 
     def sub(

@@ -1,11 +1,17 @@
 """The policies on the hot path: pure Python over plain data, no database.
 
-``PolicyEngine.build(snapshots)`` runs once per configuration generation of an organization. Each
-policy's detectors, patterns and terms become rules (compiled once, shared by the policies that name
-the same one); for each distinct set of policies that applies to a request (scope: teams, keys,
-models) the engine joins their rules into ONE alternation (``apps/core/detectors.Scanner``), cached
-in the engine, so a text is read once whatever the number of policies. Where two rules match at the
-same place, the rule of the earlier policy takes it.
+``PolicyEngine.build(snapshots)`` runs once per configuration generation of an organization, in the
+thread that loads the configuration (``apps/proxy/config.py``), never on the event loop. Each
+policy's detectors, patterns and terms become rules, every one compiled there and then (shared by
+the policies that name the same one); for each distinct set of policies that applies to a request
+(scope: teams, keys, models) the engine hands their compiled rules to one
+``apps/core/detectors.Scanner``, cached in the engine: a request compiles nothing. Where two rules
+match at the same place, the rule of the earlier policy takes it.
+
+A policy's patterns are compiled only when they passed the save-time check (``patterns.py``;
+``PolicySnapshot.patterns_checked``): patterns that did not (stored before the check existed, or
+written around the services) are never compiled, and the requests their policy applies to are
+blocked with the category ``unchecked_pattern`` (fail closed, like a scan that runs out of time).
 
 Every scan of one request shares one deadline (``GATEWAY_POLICY_TIMEOUT_SECONDS``, handed to the
 ``regex`` package's ``timeout=``): a request whose scan does not finish is blocked with the category
@@ -21,7 +27,7 @@ from dataclasses import dataclass, field
 import regex
 from django.conf import settings
 
-from apps.core.detectors import Match, Rule, Scanner, ScanTimeout, detector, replace
+from apps.core.detectors import Match, Rule, Scanner, ScanTimeout, compiled_rule, detector, replace
 
 BLOCKED, REDACTED, FLAGGED = "blocked", "redacted", "flagged"
 _ACTION_OF = {"block": BLOCKED, "redact": REDACTED, "flag": FLAGGED}
@@ -29,6 +35,7 @@ CHAT, EMBEDDINGS = "chat.completions", "embeddings"
 REASON_LIMIT = 200
 NAME_LIMIT = 200
 TIMEOUT = "timeout"
+UNCHECKED_PATTERN = "unchecked_pattern"
 DENIED_MODEL = "denied_model"
 PROMPT_TOO_LONG = "max_prompt_chars"
 # A stream holds back at most this much of each choice's text (a match may still grow into what
@@ -56,6 +63,8 @@ class PolicySnapshot:
     denied_models: frozenset[str] = frozenset()
     max_prompt_chars: int | None = None
     apply_to_response: bool = False
+    # The patterns passed the save-time check (their digest matches): only then are they compiled.
+    patterns_checked: bool = False
     teams: frozenset[str] = frozenset()
     api_keys: frozenset[str] = frozenset()
     models: frozenset[str] = frozenset()
@@ -121,7 +130,10 @@ class _Compiled:
 class PolicyEngine:
     policies: tuple[PolicySnapshot, ...]
     timeout: float
-    _rules: list[tuple[Rule, tuple[int, ...]]] = field(default_factory=list, repr=False)
+    # Every distinct rule, compiled, with the policies (indices) that own it.
+    _rules: list[tuple[Rule, regex.Pattern, tuple[int, ...]]] = field(default_factory=list, repr=False)
+    # Policies whose patterns were never checked: they block the requests they apply to.
+    _unchecked: frozenset[int] = frozenset()
     _sets: dict[tuple, _Compiled] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -138,13 +150,17 @@ class PolicyEngine:
         return not self.policies
 
     def _index_rules(self) -> None:
-        """Every distinct rule once, with the policies that use it, in policy order."""
+        """Every distinct rule once, compiled, with the policies that use it, in policy order."""
         by_key: dict[tuple, tuple[Rule, list[int]]] = {}
+        unchecked = set()
         for index, policy in enumerate(self.policies):
             keys: list[tuple[tuple, Rule]] = [
                 (("detector", name), detector(name)) for name in policy.detectors
             ]
-            keys += [(("pattern", source), Rule("pattern", f"(?:{source})")) for source in policy.patterns]
+            if policy.patterns and not policy.patterns_checked:
+                unchecked.add(index)
+            else:
+                keys += [(("pattern", p), Rule("pattern", f"(?:{p})")) for p in policy.patterns]
             if policy.terms:
                 terms = tuple(sorted(set(policy.terms)))
                 longest = max(len(term) for term in terms)
@@ -155,22 +171,28 @@ class PolicyEngine:
                 owners = by_key.setdefault(key, (rule, []))[1]
                 if index not in owners:
                     owners.append(index)
-        self._rules = [(rule, tuple(owners)) for rule, owners in by_key.values()]
+        self._unchecked = frozenset(unchecked)
+        # Compiled here, when the configuration loads: the built-in detectors come compiled from
+        # their module; the organization's patterns and terms are compiled now, and not kept in the
+        # ``regex`` package's own cache (each engine holds its own until its generation is replaced).
+        self._rules = [(rule, _compile(rule), tuple(owners)) for rule, owners in by_key.values()]
 
     def _compiled(self, applicable: tuple[int, ...], *, response: bool = False) -> _Compiled:
         key = (applicable, response)
         compiled = self._sets.get(key)
         if compiled is None:
             chosen = set(applicable)
-            rules, owners = [], []
-            for rule, rule_owners in self._rules:
+            rules, patterns, owners = [], [], []
+            for rule, pattern, rule_owners in self._rules:
                 mine = tuple(owner for owner in rule_owners if owner in chosen)
                 if mine:
                     rules.append(rule)
+                    patterns.append(pattern)
                     owners.append(mine)
             if len(self._sets) >= _COMPILED_SETS_LIMIT:
                 self._sets.clear()
-            compiled = self._sets[key] = _Compiled(Scanner(rules), tuple(owners))
+            scanner = Scanner(rules, patterns=patterns)  # compiled already: nothing compiles here
+            compiled = self._sets[key] = _Compiled(scanner, tuple(owners))
         return compiled
 
     def _applicable(self, model: str, team_id, api_key_id) -> tuple[int, ...]:
@@ -216,6 +238,9 @@ class PolicyEngine:
                 triggers.append((DENIED_MODEL, 1, FLAGGED if action == REDACTED else action))
             if policy.max_prompt_chars is not None and total_chars > policy.max_prompt_chars:
                 triggers.append((PROMPT_TOO_LONG, 1, FLAGGED if action == REDACTED else action))
+            if index in self._unchecked:
+                action = BLOCKED
+                triggers.insert(0, (UNCHECKED_PATTERN, 1, BLOCKED))
             for (owner, category), count in counts.items():
                 if owner == index:
                     triggers.append((category, count, action))
@@ -488,6 +513,12 @@ def _with_values(body: dict, values: dict[Path, str]) -> dict:
             container = child
         container[path[-1]] = value
     return root
+
+
+def _compile(rule: Rule) -> regex.Pattern:
+    if rule.key in ("pattern", "term"):
+        return regex.compile(rule.source, cache_pattern=False)
+    return compiled_rule(rule)
 
 
 def _verdict(body: dict, decisions: list[Decision], blocked: Decision | None) -> RequestVerdict:

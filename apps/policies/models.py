@@ -31,6 +31,9 @@ class Policy(UUIDModel):
     scope_teams = models.JSONField(default=list, blank=True)
     scope_api_keys = models.JSONField(default=list, blank=True)
     scope_models = models.JSONField(default=list, blank=True)
+    # The digest of the pattern list that passed the save-time check (patterns.py): the proxy compiles
+    # only a list whose digest matches, so no unchecked pattern is ever compiled by a server.
+    patterns_digest = models.CharField(max_length=64, blank=True, default="", editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -10,6 +10,7 @@ from apps.teams.models import Team
 
 from .engine import CHAT, EMBEDDINGS, PolicyEngine, PolicySnapshot
 from .models import Policy
+from .patterns import patterns_digest
 
 
 def policies_of(organization_id) -> QuerySet[Policy]:
@@ -40,6 +41,7 @@ def snapshot(policy: Policy) -> PolicySnapshot:
         denied_models=frozenset(policy.denied_models),
         max_prompt_chars=policy.max_prompt_chars,
         apply_to_response=policy.apply_to_response,
+        patterns_checked=policy.patterns_digest == patterns_digest(policy.patterns),
         teams=frozenset(policy.scope_teams),
         api_keys=frozenset(policy.scope_api_keys),
         models=frozenset(policy.scope_models),

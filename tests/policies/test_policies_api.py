@@ -69,6 +69,51 @@ def test_an_invalid_regex_is_refused_with_its_error_and_position(session_client)
     assert Policy.objects.count() == 0
 
 
+# Patterns that compile into a huge program or backtrack without end (issue 19, finding 1): each is
+# refused when it is saved, naming its position, and never reaches a server's compile.
+PATHOLOGICAL_PATTERNS = [
+    ("(?:a{1000}){3000}", "too large"),  # 2.3 s and 750 MB to compile
+    ("(?:a{1000}){30}", "too large"),  # 3.3 MB of program
+    ("x{100000}", "too large"),
+    ("(a+)+$", "searches too slowly"),
+    ("(x+x+)+y", "searches too slowly"),
+    (r"(\w+\s?)+$", "searches too slowly"),
+    ("^(([a-z])+.)+[A-Z]([a-z])+$", "searches too slowly"),
+]
+
+
+@pytest.mark.parametrize(("pattern", "why"), PATHOLOGICAL_PATTERNS)
+def test_a_pattern_too_costly_to_compile_or_search_is_refused_at_save_naming_its_position(
+    session_client, team, pattern, why
+):
+    policy = create(session_client, name="before")
+    body = {**PII, "name": "costly", "patterns": ["ACME-[0-9]+", pattern]}
+
+    error = assert_error(session_client.post(URL, body, format="json"), 400, "validation_error")
+    patched = session_client.patch(f"{URL}/{policy['id']}", {"patterns": [pattern]}, format="json")
+
+    assert error["fields"]["patterns"][0].startswith("Pattern 1 ") and why in error["fields"]["patterns"][0]
+    assert "Pattern 0 " in assert_error(patched, 400, "validation_error")["fields"]["patterns"][0]
+    assert list(Policy.objects.values_list("name", "patterns")) == [("before", [r"ACME-\d{4}"])]
+
+
+def test_patterns_stored_unchecked_are_checked_when_the_policy_is_next_saved(session_client, organization):
+    """A policy written around the services (or stored before the check) has no digest: the proxy
+    blocks what it applies to (tests/proxy/test_policies.py); any save checks its patterns again."""
+    good = Policy.objects.create(organization=organization, name="old", action="flag", patterns=["ACME"])
+    bad = Policy.objects.create(organization=organization, name="bad", action="flag", patterns=["(a+)+$"])
+    assert [s.patterns_checked for s in active_policy_snapshots(organization.id)] == [False, False]
+
+    assert session_client.patch(f"{URL}/{good.id}", {"order": 3}, format="json").status_code == 200
+    refused = session_client.patch(f"{URL}/{bad.id}", {"order": 4}, format="json")
+
+    assert "Pattern 0 searches too slowly" in assert_error(refused, 400, "validation_error")["message"]
+    assert [(s.name, s.patterns_checked) for s in active_policy_snapshots(organization.id)] == [
+        ("bad", False),
+        ("old", True),
+    ]
+
+
 @pytest.mark.parametrize(
     ("values", "field"),
     [

@@ -1,8 +1,11 @@
 """Policies through the proxy (docs/policies.md): what reaches the upstream, the headers, the audit
 entry and the events, for a redaction, a block and a flag; the answer redacted, streamed too."""
 
+import asyncio
+
 import openai
 import pytest
+import regex
 from channels.db import database_sync_to_async
 
 from apps.events.models import Event
@@ -131,8 +134,11 @@ async def test_the_answer_is_redacted_whole_and_streamed_across_chunk_boundaries
     assert [entry.policy_action for entry in logged] == ["redacted", "redacted"]
 
 
-async def test_a_catastrophic_pattern_fails_closed_within_its_time_bound(sdk, routed, organization):
-    await create_policy(organization=organization, name="slow", action="redact", patterns=["(a+)+$"])
+async def test_a_scan_that_runs_out_of_time_fails_closed(sdk, routed, organization, settings):
+    # A catastrophic pattern such as (a+)+$ is refused when it is saved (tests/policies); what still
+    # runs out of the scan's time on some text is blocked: here every scan does, the bound being ~0.
+    settings.GATEWAY_POLICY_TIMEOUT_SECONDS = 1e-9
+    await create_policy(organization=organization, name="slow", action="redact", patterns=["a+"])
 
     with pytest.raises(openai.BadRequestError) as refused:
         await sdk.chat.completions.create(
@@ -151,3 +157,65 @@ async def test_another_organizations_policies_never_apply(sdk, routed, outsider)
     )
 
     assert answer.status_code == 200 and "x-gateway-policy-action" not in answer.headers
+
+
+@pytest.fixture
+def compiles(monkeypatch):
+    """Every pattern the ``regex`` package compiles during the test, and whether it was compiled on
+    a running event loop (a request's thread) or elsewhere (the thread that loads a configuration).
+    A spy around the real function: it changes nothing of what is compiled."""
+    seen: list[tuple[str, bool]] = []
+    real = regex.compile
+
+    def spy(pattern, *args, **kwargs):
+        try:
+            asyncio.get_running_loop()
+            on_loop = True
+        except RuntimeError:
+            on_loop = False
+        seen.append((pattern, on_loop))
+        return real(pattern, *args, **kwargs)
+
+    monkeypatch.setattr(regex, "compile", spy)
+    return seen
+
+
+async def test_no_request_compiles_a_pattern_the_configuration_load_compiles_them(
+    sdk, routed, organization, compiles
+):
+    await create_policy(organization=organization, name="codes", action="redact", patterns=[r"ACME-\d{4}"])
+    compiles.clear()  # the save compiled nothing here (its check runs in a child process)
+
+    answer = await sdk.chat.completions.create(
+        model="fast", messages=[{"role": "user", "content": "order ACME-1234"}]
+    )
+
+    assert routed.last_request.json["messages"][0]["content"] == "order [REDACTED:pattern]"
+    assert answer.choices[0].message.content
+    assert [source for source, on_loop in compiles if on_loop] == []
+    assert r"(?:ACME-\d{4})" in [source for source, _ in compiles]
+
+
+async def test_a_pattern_stored_unchecked_is_never_compiled_and_blocks_only_its_own_requests(
+    sdk, routed, organization, outsider, compiles, gateway_key, proxy
+):
+    """Issue 19, finding 1: ``(?:a{1000}){3000}`` stored before the save-time check (or around the
+    services) took 2 s to compile on the event loop and held up every organization's requests. It is
+    never compiled now: its policy blocks the requests it applies to, and the rest go on."""
+    from apps.policies.models import Policy
+    from tests.factories import create_api_key
+
+    await Policy.objects.acreate(
+        organization=organization, name="legacy", action="flag", patterns=["(?:a{1000}){3000}"]
+    )
+    _, outsider_secret = await database_sync_to_async(create_api_key)(outsider.organization)
+
+    with pytest.raises(openai.BadRequestError) as refused:
+        await sdk.chat.completions.create(model="fast", messages=[{"role": "user", "content": "hi"}])
+    theirs = await proxy.get("/v1/models", headers=bearer(outsider_secret))
+    mine = await proxy.get("/v1/models", headers=bearer(gateway_key[1]))
+
+    assert refused.value.response.headers["x-gateway-policy-reason"] == "legacy: unchecked_pattern"
+    assert routed.requests == []
+    assert (theirs.status_code, mine.status_code) == (200, 200)
+    assert not any("a{1000}" in source for source, _ in compiles)

@@ -1,0 +1,152 @@
+"""An organization's own patterns are compiled and test-run when they are saved, in a child process
+that is killed if it takes too long, so that no pattern can freeze a server (docs/policies.md,
+"Limits of a pattern").
+
+A pattern such as ``(?:a{1000}){3000}`` takes the ``regex`` package over 2 s of CPU and 750 MB to
+compile (this machine, 2026-11-27); the proxy compiles an organization's patterns when its
+configuration loads, in the thread every database call of the server shares, so such a pattern
+would stall every organization. What is accepted here stays well inside what that load can afford:
+
+- compiling takes at most ``COMPILE_SECONDS`` of CPU, and the compiled program (the memory every
+  proxy worker keeps) is at most ``PROGRAM_BYTES``;
+- searching ``pattern_child.samples`` (runs of the pattern's own characters ended by one it does not
+  expect, and prose with numbers and addresses, 4,096 characters each) takes at most
+  ``SEARCH_SECONDS``: the usual shapes of catastrophic backtracking (``(a+)+$``, ``(x+x+)+y``) show
+  here rather than on a request (where the scan's deadline still blocks what slips through);
+- the whole list at most ``POLICY_COMPILE_SECONDS``, ``POLICY_SEARCH_SECONDS`` and
+  ``POLICY_PROGRAM_BYTES``.
+
+Measured for the limits (2026-11-27, this machine): realistic patterns (a 997-character alternation of
+90 words, e-mail and SSN shapes, a base64 run, ``.{0,1000}secret``) compile in 0.05-2.5 ms into
+1-35 KB and search the samples in under 1 ms; ``(?:a{1000}){30}`` compiles in 11 ms into 3.3 MB,
+``x{100000}`` in 18 ms into 10.8 MB.
+
+Times are the child's CPU time, so a busy machine does not refuse what a quiet one accepts. The
+child is started with ``python -I`` on ``pattern_child.py`` (about 30 ms), capped at ``MEMORY_BYTES``
+of address space, and killed once ``WALL_SECONDS`` have passed whatever it is doing: a save never
+waits longer than that for the check, however slow the machine.
+
+The list that passed is remembered as a digest (``patterns_digest``) on the policy: the proxy
+compiles only patterns whose digest matches (``selectors.snapshot``); a list written around the
+services, or stored before this check existed and not passed by the migration that checked them,
+blocks the requests its policy applies to instead of being compiled.
+"""
+
+import hashlib
+import json
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+COMPILE_SECONDS = 0.05
+SEARCH_SECONDS = 0.025
+PROGRAM_BYTES = 512 * 1024
+POLICY_COMPILE_SECONDS = 0.25
+POLICY_SEARCH_SECONDS = 0.25
+POLICY_PROGRAM_BYTES = 2 * 1024 * 1024
+SAMPLE_CHARS = 4096
+MEMORY_BYTES = 256 * 1024 * 1024
+WALL_SECONDS = 2.0
+
+_CHILD = Path(__file__).with_name("pattern_child.py")
+_LIMITS = {
+    "compile_seconds": COMPILE_SECONDS,
+    "search_seconds": SEARCH_SECONDS,
+    "size_bytes": PROGRAM_BYTES,
+    "sample_chars": SAMPLE_CHARS,
+    "memory_bytes": MEMORY_BYTES,
+}
+
+
+class PatternRefused(ValueError):
+    """``position`` is the index of the refused pattern in the list."""
+
+    def __init__(self, message: str, *, position: int) -> None:
+        super().__init__(message)
+        self.position = position
+
+
+def patterns_digest(patterns) -> str:
+    """What a policy stores of the pattern list that passed the check ("" for no patterns)."""
+    if not patterns:
+        return ""
+    return hashlib.sha256(json.dumps(list(patterns), ensure_ascii=False).encode()).hexdigest()
+
+
+def check_patterns(patterns: list[str], *, wall_seconds: float = WALL_SECONDS) -> None:
+    """Compiles and test-runs ``patterns`` in a child process; raises ``PatternRefused`` naming the
+    first that is invalid or exceeds a limit (or that the check could not finish within
+    ``wall_seconds``)."""
+    if not patterns:
+        return
+    request = json.dumps({"patterns": patterns, "limits": _LIMITS})
+    try:
+        # The command is fixed (this interpreter, our own script); the patterns travel on stdin.
+        done = subprocess.run(  # noqa: S603
+            [sys.executable, "-I", str(_CHILD)],
+            input=request.encode(),
+            capture_output=True,
+            timeout=wall_seconds,
+            check=False,
+        )
+        output, killed = done.stdout, False
+    except subprocess.TimeoutExpired as expired:  # run() has killed the child
+        output, killed = expired.stdout or b"", True
+    results = [json.loads(line) for line in output.decode().splitlines() if line.startswith("{")]
+    compile_total = search_total = size_total = 0.0
+    for result in results:
+        position = result["index"]
+        refused = result.get("refused")
+        if refused is not None:
+            raise PatternRefused(_refusal(position, refused, result), position=position)
+        compile_total += result["compile"]
+        search_total += result["search"]
+        size_total += result["size"]
+        if compile_total > POLICY_COMPILE_SECONDS or size_total > POLICY_PROGRAM_BYTES:
+            raise PatternRefused(
+                f"Pattern {position}: together the patterns are too large to compile within the "
+                f"limits ({POLICY_COMPILE_SECONDS * 1000:.0f} ms, {POLICY_PROGRAM_BYTES // 1024} KiB).",
+                position=position,
+            )
+        if search_total > POLICY_SEARCH_SECONDS:
+            raise PatternRefused(
+                f"Pattern {position}: together the patterns search too slowly "
+                f"(more than {POLICY_SEARCH_SECONDS * 1000:.0f} ms on the test texts).",
+                position=position,
+            )
+    if len(results) == len(patterns):
+        return
+    position = len(results)  # the one the child was on
+    if killed:
+        raise PatternRefused(
+            f"Pattern {position} could not be compiled and tested within {wall_seconds:g} s.",
+            position=position,
+        )
+    # The child died without a word (it cannot start, or a crash): refused, never let through.
+    logger.error(
+        "The pattern check stopped at pattern %d (exit status %s): %s",
+        position,
+        done.returncode,
+        done.stderr.decode(errors="replace")[-500:].replace(str(patterns[position]), "<pattern>"),
+    )
+    raise PatternRefused(f"Pattern {position} could not be checked; try again.", position=position)
+
+
+def _refusal(position: int, refused: str, result: dict) -> str:
+    if refused == "syntax":
+        where = result.get("pos")
+        at = f" at position {where}" if where is not None else ""
+        return f"Pattern {position} is not a valid regular expression: {result.get('message')}{at}."
+    if refused in ("compile_time", "size"):
+        return (
+            f"Pattern {position} is too large: compiling it takes more than "
+            f"{COMPILE_SECONDS * 1000:.0f} ms or {PROGRAM_BYTES // 1024} KiB (a repetition such as "
+            "(?:a{1000}){3000} expands into a huge program)."
+        )
+    return (
+        f"Pattern {position} searches too slowly: more than {SEARCH_SECONDS * 1000:.0f} ms on a "
+        f"{SAMPLE_CHARS}-character test text (nested repetitions such as (a+)+$ backtrack without end)."
+    )

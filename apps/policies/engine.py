@@ -21,7 +21,7 @@ Every scan of one request shares one deadline (``GATEWAY_POLICY_TIMEOUT_SECONDS`
 
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import regex
@@ -44,6 +44,11 @@ STREAM_HOLD_LIMIT = 256
 # What a stream keeps of the text it released, for the lookbehinds at the start of the held text.
 _STREAM_CONTEXT = 80
 _COMPILED_SETS_LIMIT = 256
+_MODELS_LIMIT = 1024
+# Strings this short (roles, types, keys, enumerations) repeat from request to request: their scan
+# results are kept per compiled set, up to _MEMO_LIMIT of them.
+_MEMO_CHARS = 64
+_MEMO_LIMIT = 4096
 
 
 def marker(key: str) -> str:
@@ -69,12 +74,61 @@ class PolicySnapshot:
     api_keys: frozenset[str] = frozenset()
     models: frozenset[str] = frozenset()
 
-    def applies(self, *, model: str, team_id: str | None, api_key_id: str) -> bool:
-        return (
-            (not self.models or model in self.models)
-            and (not self.teams or (team_id is not None and str(team_id) in self.teams))
-            and (not self.api_keys or str(api_key_id) in self.api_keys)
+    def applies_to(self, *, team_id: str | None, api_key_id: str) -> bool:
+        """The team and key scope; the model scope is the engine's (it resolves deployments)."""
+        return (not self.teams or (team_id is not None and str(team_id) in self.teams)) and (
+            not self.api_keys or str(api_key_id) in self.api_keys
         )
+
+
+Deployment = tuple[str, str]  # (provider, upstream model in lower case)
+
+
+def _deployment(provider: str, upstream_model: str) -> Deployment:
+    # Compared without case or surrounding spaces: a spelling an upstream may treat as the same model
+    # must not slip past a scope (matching one spelling too many only applies a policy more often).
+    return provider, upstream_model.strip().casefold()
+
+
+@dataclass(frozen=True)
+class ModelCatalog:
+    """What the engine knows of the organization's models, to match a policy's ``scope.models`` and
+    ``denied_models`` on deployments rather than on the name a request spells: an alias's own
+    deployments, the deployments a request for it may reach (its own, then its fallbacks', as
+    routing tries them), and the providers a ``provider/model`` name may start with."""
+
+    own: Mapping[str, frozenset[Deployment]] = field(default_factory=dict)
+    reachable: Mapping[str, frozenset[Deployment]] = field(default_factory=dict)
+    providers: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_aliases(cls, aliases: Iterable, providers: Iterable[str]) -> "ModelCatalog":
+        """``aliases``: objects with ``alias``, ``deployments`` (``provider``, ``upstream_model``) and
+        ``fallbacks`` (``apps.catalog.selectors.AliasSnapshot``)."""
+        by_name = {alias.alias: alias for alias in aliases}
+        own = {
+            name: frozenset(_deployment(d.provider, d.upstream_model) for d in alias.deployments)
+            for name, alias in by_name.items()
+        }
+        reachable = {
+            name: own[name].union(*(own[f] for f in alias.fallbacks if f in own))
+            for name, alias in by_name.items()
+        }
+        return cls(own=own, reachable=reachable, providers=frozenset(providers))
+
+    def deployments(self, name: str, *, reach: bool) -> frozenset[Deployment]:
+        """The deployments ``name`` names (an alias wins over a ``provider/model`` reading, as in
+        routing); with ``reach``, also those a request for it may fall back to."""
+        found = (self.reachable if reach else self.own).get(name)
+        if found is not None:
+            return found
+        provider, slash, upstream_model = name.partition("/")
+        if slash and provider in self.providers and upstream_model.strip():
+            return frozenset({_deployment(provider, upstream_model)})
+        return frozenset()
+
+
+EMPTY_CATALOG = ModelCatalog()
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +178,18 @@ def term_source(terms: Iterable[str]) -> str:
 class _Compiled:
     scanner: Scanner
     owners: tuple[tuple[int, ...], ...]  # per scanner rule: the policies (indices) that own it
+    memo: dict[str, list[Match]] = field(default_factory=dict)
+
+    def scan(self, text: str, deadline: float) -> list[Match]:
+        if len(text) > _MEMO_CHARS:
+            return self.scanner.scan(text, deadline=deadline)
+        found = self.memo.get(text)
+        if found is None:
+            found = self.scanner.scan(text, deadline=deadline)
+            if len(self.memo) >= _MEMO_LIMIT:
+                self.memo.clear()
+            self.memo[text] = found
+        return found
 
 
 @dataclass(eq=False)
@@ -134,16 +200,52 @@ class PolicyEngine:
     _rules: list[tuple[Rule, regex.Pattern, tuple[int, ...]]] = field(default_factory=list, repr=False)
     # Policies whose patterns were never checked: they block the requests they apply to.
     _unchecked: frozenset[int] = frozenset()
+    catalog: ModelCatalog = EMPTY_CATALOG
+    # Per policy: the deployments its scope.models and its denied_models name.
+    _scope_deployments: tuple[frozenset[Deployment], ...] = ()
+    _denied_deployments: tuple[frozenset[Deployment], ...] = ()
+    # model name -> (the policies whose model scope admits it, the policies that deny it)
+    _by_model: dict[str, tuple[frozenset[int], frozenset[int]]] = field(default_factory=dict, repr=False)
     _sets: dict[tuple, _Compiled] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def build(cls, snapshots: Sequence[PolicySnapshot], *, timeout: float | None = None) -> "PolicyEngine":
+    def build(
+        cls,
+        snapshots: Sequence[PolicySnapshot],
+        *,
+        timeout: float | None = None,
+        catalog: ModelCatalog = EMPTY_CATALOG,
+    ) -> "PolicyEngine":
         engine = cls(
             policies=tuple(snapshots),
             timeout=settings.GATEWAY_POLICY_TIMEOUT_SECONDS if timeout is None else timeout,
+            catalog=catalog,
         )
         engine._index_rules()
+        engine._scope_deployments = tuple(engine._named(p.models) for p in engine.policies)
+        engine._denied_deployments = tuple(engine._named(p.denied_models) for p in engine.policies)
         return engine
+
+    def _named(self, names: Iterable[str]) -> frozenset[Deployment]:
+        return frozenset().union(*(self.catalog.deployments(name, reach=False) for name in names))
+
+    def _model_policies(self, model: str) -> tuple[frozenset[int], frozenset[int]]:
+        """(policies whose model scope admits ``model``, policies that deny it): by its name, or by
+        any deployment a request for it may reach, so every spelling of a deployment (an alias,
+        ``provider/model``, an alias that falls back to it) is caught both ways."""
+        found = self._by_model.get(model)
+        if found is None:
+            reach = self.catalog.deployments(model, reach=True)
+            admitted, denied = set(), set()
+            for index, policy in enumerate(self.policies):
+                if not policy.models or model in policy.models or reach & self._scope_deployments[index]:
+                    admitted.add(index)
+                if model in policy.denied_models or reach & self._denied_deployments[index]:
+                    denied.add(index)
+            if len(self._by_model) >= _MODELS_LIMIT:
+                self._by_model.clear()
+            found = self._by_model[model] = (frozenset(admitted), frozenset(denied))
+        return found
 
     @property
     def is_empty(self) -> bool:
@@ -196,10 +298,11 @@ class PolicyEngine:
         return compiled
 
     def _applicable(self, model: str, team_id, api_key_id) -> tuple[int, ...]:
+        admitted = self._model_policies(model)[0]
         return tuple(
             index
             for index, policy in enumerate(self.policies)
-            if policy.applies(model=model, team_id=team_id, api_key_id=api_key_id)
+            if index in admitted and policy.applies_to(team_id=team_id, api_key_id=api_key_id)
         )
 
     # --- Requests ----------------------------------------------------------------------------------
@@ -210,14 +313,15 @@ class PolicyEngine:
         applicable = self._applicable(model, team_id, api_key_id)
         if not applicable:
             return RequestVerdict(body=body)
+        denied = self._model_policies(model)[1]
         deadline = time.perf_counter() + self.timeout
         slots = list(_text_slots(body, endpoint))
-        total_chars = sum(len(text) for _, text in slots)
+        total_chars = sum(len(text) for path, text in slots if path[-2:-1] != (_KEY,))
         compiled = self._compiled(applicable)
         scanned: list[list[Match]] = []
         if compiled.scanner.rules:
             try:
-                scanned = [compiled.scanner.scan(text, deadline=deadline) for _, text in slots]
+                scanned = [compiled.scan(text, deadline) for _, text in slots]
             except ScanTimeout as timeout:
                 return self._timed_out(body, applicable, compiled, timeout.rule)
         # Matches per policy and category, and which matches a redact policy replaces.
@@ -234,7 +338,7 @@ class PolicyEngine:
             policy = self.policies[index]
             action = _ACTION_OF[policy.action]
             triggers: list[tuple[str, int, str]] = []
-            if model in policy.denied_models:
+            if index in denied:
                 triggers.append((DENIED_MODEL, 1, FLAGGED if action == REDACTED else action))
             if policy.max_prompt_chars is not None and total_chars > policy.max_prompt_chars:
                 triggers.append((PROMPT_TOO_LONG, 1, FLAGGED if action == REDACTED else action))
@@ -262,6 +366,15 @@ class PolicyEngine:
             replaced = {}
             for (path, text), matches in zip(slots, scanned, strict=True):
                 chosen = [m for m in matches if redacting.intersection(compiled.owners[m.rule])]
+                if chosen and path[-2:-1] == (_KEY,):
+                    # An object's key (a schema's property name): renaming it would change what the
+                    # schema means, so what a redact policy finds there blocks the request.
+                    owner = min(redacting.intersection(compiled.owners[chosen[0].rule]))
+                    policy = self.policies[owner]
+                    category = compiled.scanner.rules[chosen[0].rule].key
+                    decision = Decision(policy.id, policy.name, BLOCKED, category, len(chosen))
+                    kept = [d for d in decisions if d.policy_id != policy.id]
+                    return _verdict(body, [*kept, decision], decision)
                 if chosen:
                     rules = compiled.scanner.rules
                     replaced[path] = replace(text, chosen, lambda m, rules=rules: marker(rules[m.rule].key))
@@ -459,42 +572,45 @@ def _compact(value) -> bytes:
 Path = tuple
 
 
+# An object's key in a slot's path: (..., _KEY, key) is the key itself, not its value.
+_KEY = object()
+# Base64 payloads no pattern can read (what an image, a recording or a PDF holds is not text).
+_BINARY_FIELDS = frozenset({("input_audio", "data"), ("file", "file_data")})
+
+
 def _text_slots(body: dict, endpoint: str) -> Iterable[tuple[Path, str]]:
-    """(path in the body, text) of every text the policies read."""
+    """(path in the body, text) of every string that reaches the upstream: every value at any depth
+    (messages' contents of every kind, names, tool calls' arguments, tool definitions with their
+    parameters' descriptions and enums, ``response_format`` schemas, ``user``, ``metadata``, ``stop``,
+    fields the gateway does not know ...) and every object key, in both endpoints. Not read: the
+    top-level ``model`` (matched by deployment), and binary content sent as base64 (``data:`` URLs,
+    ``input_audio.data``, ``file.file_data``)."""
     if not isinstance(body, dict):
         return
-    if endpoint == EMBEDDINGS:
-        value = body.get("input")
+    # (path, the key the value's container is held under, value); popped in document order.
+    stack: list[tuple[Path, object, object]] = [((), None, body)]
+    while stack:
+        path, holder, value = stack.pop()
         if isinstance(value, str):
-            yield ("input",), value
+            if holder is _KEY or not _is_binary(holder, path[-1], value):
+                yield path, value
+        elif isinstance(value, dict):
+            mine = path[-1] if path and isinstance(path[-1], str) else holder
+            for key, item in reversed(list(value.items())):
+                if not path and key == "model":
+                    continue
+                stack.append(((*path, key), mine, item))
+                if isinstance(key, str):
+                    stack.append(((*path, _KEY, key), _KEY, key))
         elif isinstance(value, list):
-            for i, item in enumerate(value):
-                if isinstance(item, str):
-                    yield ("input", i), item
-        return
-    messages = body.get("messages")
-    if not isinstance(messages, list):
-        return
-    for m, message in enumerate(messages):
-        if not isinstance(message, dict):
-            continue
-        content = message.get("content")
-        if isinstance(content, str):
-            yield ("messages", m, "content"), content
-        elif isinstance(content, list):
-            for p, part in enumerate(content):
-                if (
-                    isinstance(part, dict)
-                    and part.get("type") == "text"
-                    and isinstance(part.get("text"), str)
-                ):
-                    yield ("messages", m, "content", p, "text"), part["text"]
-        tool_calls = message.get("tool_calls")
-        if isinstance(tool_calls, list):
-            for c, call in enumerate(tool_calls):
-                function = call.get("function") if isinstance(call, dict) else None
-                if isinstance(function, dict) and isinstance(function.get("arguments"), str):
-                    yield ("messages", m, "tool_calls", c, "function", "arguments"), function["arguments"]
+            for i in range(len(value) - 1, -1, -1):
+                stack.append(((*path, i), holder, value[i]))
+
+
+def _is_binary(holder, key, text: str) -> bool:
+    if text.startswith("data:") and ";base64," in text[:256]:
+        return True
+    return (holder, key) in _BINARY_FIELDS
 
 
 def _with_values(body: dict, values: dict[Path, str]) -> dict:

@@ -3,7 +3,7 @@ that is killed if it takes too long, so that no pattern can freeze a server (doc
 "Limits of a pattern").
 
 A pattern such as ``(?:a{1000}){3000}`` takes the ``regex`` package over 2 s of CPU and 750 MB to
-compile (this machine, 2026-11-27); the proxy compiles an organization's patterns when its
+compile (this machine, 2026-11-26); the proxy compiles an organization's patterns when its
 configuration loads, in the thread every database call of the server shares, so such a pattern
 would stall every organization. What is accepted here stays well inside what that load can afford:
 
@@ -16,7 +16,7 @@ would stall every organization. What is accepted here stays well inside what tha
 - the whole list at most ``POLICY_COMPILE_SECONDS``, ``POLICY_SEARCH_SECONDS`` and
   ``POLICY_PROGRAM_BYTES``.
 
-Measured for the limits (2026-11-27, this machine): realistic patterns (a 997-character alternation of
+Measured for the limits (2026-11-26, this machine): realistic patterns (a 997-character alternation of
 90 words, e-mail and SSN shapes, a base64 run, ``.{0,1000}secret``) compile in 0.05-2.5 ms into
 1-35 KB and search the samples in under 1 ms; ``(?:a{1000}){30}`` compiles in 11 ms into 3.3 MB,
 ``x{100000}`` in 18 ms into 10.8 MB.

@@ -4,11 +4,13 @@ import uuid
 
 from django.db.models import Q, QuerySet
 
+from apps.catalog.selectors import active_alias_snapshots
 from apps.core.errors import InvalidRequest
 from apps.keys.models import ApiKey
+from apps.providers.models import Provider
 from apps.teams.models import Team
 
-from .engine import CHAT, EMBEDDINGS, PolicyEngine, PolicySnapshot
+from .engine import CHAT, EMBEDDINGS, ModelCatalog, PolicyEngine, PolicySnapshot
 from .models import Policy
 from .patterns import patterns_digest
 
@@ -48,6 +50,12 @@ def snapshot(policy: Policy) -> PolicySnapshot:
     )
 
 
+def model_catalog(organization_id) -> ModelCatalog:
+    """The organization's aliases as the engine matches models on them (the proxy builds the same
+    from the aliases its configuration holds)."""
+    return ModelCatalog.from_aliases(active_alias_snapshots(organization_id), Provider.values)
+
+
 def policy_dry_run(
     *,
     organization_id,
@@ -64,7 +72,9 @@ def policy_dry_run(
     unknown one (400 ``validation_error`` on that field)."""
     team_id = _dry_run_team_id(organization_id, team)
     api_key_id = _dry_run_api_key_id(organization_id, api_key)
-    engine = PolicyEngine.build(active_policy_snapshots(organization_id))
+    engine = PolicyEngine.build(
+        active_policy_snapshots(organization_id), catalog=model_catalog(organization_id)
+    )
     endpoint, field = (CHAT, "messages") if messages is not None else (EMBEDDINGS, "input")
     sample = messages if messages is not None else input
     context = {"model": model, "team_id": team_id, "api_key_id": api_key_id}

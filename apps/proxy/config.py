@@ -30,10 +30,11 @@ from apps.experiments.catalog import ExperimentCatalog
 from apps.experiments.selectors import experiment_snapshots
 from apps.limits.selectors import OrganizationLimits, organization_limits
 from apps.organizations.selectors import organization_snapshot
-from apps.policies.engine import PolicyEngine
+from apps.policies.engine import ModelCatalog, PolicyEngine
 from apps.policies.selectors import active_policy_snapshots
 from apps.prompts.catalog import EMPTY_CATALOG, PromptCatalog
 from apps.prompts.selectors import prompt_snapshots
+from apps.providers.models import Provider
 from apps.providers.selectors import ProviderKeySnapshot, usable_provider_keys
 from apps.teams.selectors import TeamSnapshot, team_snapshots
 
@@ -136,7 +137,12 @@ def load_organization_config(organization_id: str, generation: int) -> Organizat
             **{team.id: effective_settings(organization, team) for team in teams},
         },
         cache_epoch=cache_epoch(organization_id),
-        policies=PolicyEngine.build(active_policy_snapshots(organization_id)),
+        # Built here, in the thread that loads the configuration: every pattern is compiled now, and
+        # scopes and denied models are matched on the deployments the catalog's aliases resolve to.
+        policies=PolicyEngine.build(
+            active_policy_snapshots(organization_id),
+            catalog=ModelCatalog.from_aliases(aliases.values(), Provider.values),
+        ),
         prompts=prompt_snapshots(organization_id),
         experiments=experiment_snapshots(organization_id),
         models_body=_models_body(aliases),

@@ -2,6 +2,7 @@
 entry and the events, for a redaction, a block and a flag; the answer redacted, streamed too."""
 
 import asyncio
+import json
 
 import openai
 import pytest
@@ -219,3 +220,198 @@ async def test_a_pattern_stored_unchecked_is_never_compiled_and_blocks_only_its_
     assert routed.requests == []
     assert (theirs.status_code, mine.status_code) == (200, 200)
     assert not any("a{1000}" in source for source, _ in compiles)
+
+
+# --- Issue 19, finding 6: every spelling of a deployment, every string that reaches the upstream ---
+
+
+@pytest.mark.parametrize(
+    ("scope", "requested"),
+    [
+        ("fast", "openai/gpt-4o-mini"),  # a block scoped to the alias let the same deployment through
+        ("openai/gpt-4o-mini", "fast"),
+        ("fast", "openai/GPT-4o-mini "),
+        ("fast", "fast"),
+    ],
+)
+async def test_a_model_scope_catches_every_spelling_of_the_same_deployment(
+    sdk, routed, organization, scope, requested
+):
+    await create_policy(
+        organization=organization, name="titan", action="block", terms=["titan"], scope_models=[scope]
+    )
+
+    with pytest.raises(openai.BadRequestError) as refused:
+        await sdk.chat.completions.create(
+            model=requested, messages=[{"role": "user", "content": "about titan"}]
+        )
+
+    assert refused.value.response.headers["x-gateway-policy-reason"] == "titan: term"
+    assert routed.requests == []
+
+
+async def test_a_scope_and_a_denied_model_follow_an_alias_to_its_fallbacks_and_no_further(
+    sdk, routed, organization
+):
+    await add_alias_async(organization, "cheap", ("openai", "gpt-4.1-nano"), fallbacks=["fast"])
+    await add_alias_async(organization, "other", ("openai", "gpt-4.1"))
+    await create_policy(organization=organization, name="no mini", action="block", denied_models=["fast"])
+    messages = [{"role": "user", "content": "hi"}]
+
+    with pytest.raises(openai.BadRequestError) as direct:
+        await sdk.chat.completions.create(model="openai/gpt-4o-mini", messages=messages)
+    with pytest.raises(openai.BadRequestError) as by_fallback:
+        await sdk.chat.completions.create(model="cheap", messages=messages)
+    other = await sdk.chat.completions.create(model="other", messages=messages)
+
+    assert direct.value.response.headers["x-gateway-policy-reason"] == "no mini: denied_model"
+    assert by_fallback.value.response.headers["x-gateway-policy-reason"] == "no mini: denied_model"
+    assert other.choices[0].message.content and len(routed.requests) == 1
+
+
+SSN, MAIL = "123-45-6789", "ada@example.com"
+
+
+def _tool(description: str = "Look a customer up", *, enum=("gold", "silver"), prop="tier") -> dict:
+    return {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": {prop: {"type": "string", "enum": list(enum), "description": "the tier"}},
+            },
+        },
+    }
+
+
+def _body(**changes) -> dict:
+    return {"model": "fast", "messages": [{"role": "user", "content": "hello"}], **changes}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _body(tools=[_tool(f"Customer {SSN}")]),  # found in review: it reached the upstream
+        _body(messages=[{"role": "user", "name": MAIL, "content": "hello"}]),  # found in review too
+        _body(tools=[_tool(enum=("gold", MAIL))]),
+        _body(
+            messages=[
+                {"role": "user", "content": "hello"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "lookup", "arguments": f'{{"ssn": "{SSN}"}}'},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "call_1", "content": f"found {MAIL}"},
+            ]
+        ),
+        _body(messages=[{"role": "assistant", "content": [{"type": "refusal", "refusal": f"not {SSN}"}]}]),
+        _body(
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "out", "schema": {"type": "object", "description": f"for {MAIL}"}},
+            }
+        ),
+        _body(user=MAIL),
+        _body(metadata={"customer": MAIL}),
+        _body(stop=[SSN]),
+        _body(unknown_field={"deep": [{"deeper": f"x {SSN}"}]}),
+        _body(tools=[_tool(prop=MAIL)]),  # an object's key
+    ],
+)
+async def test_a_block_reads_every_string_that_would_reach_the_upstream(
+    proxy, routed, organization, gateway_key, body
+):
+    await create_policy(organization=organization, name="pii", action="block", detectors=["us_ssn", "email"])
+
+    response = await proxy.post("/v1/chat/completions", json=body, headers=bearer(gateway_key[1]))
+
+    assert response.status_code == 400 and response.json()["error"]["code"] == "policy_blocked"
+    assert routed.requests == []
+
+
+async def test_a_redaction_redacts_names_tools_schemas_and_parameters_too(sdk, routed, organization):
+    await create_policy(organization=organization, name="pii", action="redact", detectors=["us_ssn", "email"])
+
+    await sdk.chat.completions.create(
+        model="fast",
+        messages=[{"role": "user", "name": MAIL, "content": [{"type": "text", "text": f"mail {MAIL}"}]}],
+        tools=[_tool(f"Customer {SSN}", enum=("gold", MAIL))],
+        response_format={
+            "type": "json_schema",
+            "json_schema": {"name": "out", "schema": {"type": "object", "description": f"for {MAIL}"}},
+        },
+        user=MAIL,
+    )
+
+    sent = routed.last_request.json
+    assert MAIL not in json.dumps(sent) and SSN not in json.dumps(sent)
+    assert sent["messages"][0]["name"] == "[REDACTED:email]"
+    assert sent["messages"][0]["content"][0]["text"] == "mail [REDACTED:email]"
+    assert sent["tools"][0]["function"]["description"] == "Customer [REDACTED:us_ssn]"
+    assert sent["tools"][0]["function"]["parameters"]["properties"]["tier"]["enum"] == [
+        "gold",
+        "[REDACTED:email]",
+    ]
+    assert sent["response_format"]["json_schema"]["schema"]["description"] == "for [REDACTED:email]"
+    assert sent["user"] == "[REDACTED:email]"
+
+
+async def test_a_redact_policy_that_finds_something_in_a_key_blocks_it_rather_than_rename_it(
+    proxy, routed, organization, gateway_key
+):
+    await create_policy(organization=organization, name="pii", action="redact", detectors=["email"])
+
+    response = await proxy.post(
+        "/v1/chat/completions", json=_body(tools=[_tool(prop=MAIL)]), headers=bearer(gateway_key[1])
+    )
+
+    assert response.status_code == 400 and response.headers["x-gateway-policy-reason"] == "pii: email"
+    assert routed.requests == []
+
+
+async def test_images_and_audio_sent_as_base64_are_not_read_and_do_not_use_up_the_scan(
+    proxy, routed, organization, gateway_key, settings
+):
+    await create_policy(
+        organization=organization, name="codes", action="block", patterns=["[A-Za-z0-9+/]{40}"]
+    )
+    image = "data:image/png;base64," + "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4" * 1000
+    body = _body(
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "what is this?"},
+                    {"type": "image_url", "image_url": {"url": image}},
+                    {"type": "input_audio", "input_audio": {"data": image[22:], "format": "wav"}},
+                ],
+            }
+        ]
+    )
+
+    response = await proxy.post("/v1/chat/completions", json=body, headers=bearer(gateway_key[1]))
+
+    assert response.status_code == 200, response.content
+    assert routed.last_request.json["messages"][0]["content"][1]["image_url"]["url"] == image
+
+
+async def test_an_embeddings_request_is_read_whole_too(proxy, routed, organization, gateway_key):
+    await create_policy(organization=organization, name="pii", action="redact", detectors=["email"])
+
+    response = await proxy.post(
+        "/v1/embeddings",
+        json={"model": "embed", "input": "plain", "user": MAIL},
+        headers=bearer(gateway_key[1]),
+    )
+
+    assert response.status_code == 200
+    assert routed.last_request.json["user"] == "[REDACTED:email]"

@@ -49,6 +49,9 @@ class AuditEntry(models.Model):
     reasoning_tokens = models.PositiveIntegerField(default=0)
     usage_estimated = models.BooleanField(default=False)
     cost_usd = models.DecimalField(max_digits=18, decimal_places=8, default=0)
+    # Which price cost_usd was reckoned at: organization (its own version), shipped (the list price),
+    # default (its price for unpriced models) or unpriced (none: cost 0); "" when no upstream answered.
+    price_source = models.CharField(max_length=16, blank=True)
     # A cache hit's savings: what the answer cost when it was first bought (docs/cache.md).
     cache_savings_usd = models.DecimalField(max_digits=18, decimal_places=8, default=0)
     latency_ms = models.FloatField(default=0)

@@ -74,6 +74,7 @@ class RequestRecord:
     error_code: str | None = None
     usage: Usage | None = None
     cost_usd: Decimal = Decimal(0)
+    price_source: str | None = None  # organization, shipped, default or unpriced (apps/proxy/stages.py)
     cache_savings_usd: Decimal = Decimal(0)  # a cache hit: what the answer would have cost
     latency_ms: float = 0.0
     ttft_ms: float | None = None

@@ -96,6 +96,7 @@ def entry_payload(record: RequestRecord) -> dict[str, Any]:
         "reasoning_tokens": usage.reasoning_tokens if usage else 0,
         "usage_estimated": usage.estimated if usage else False,
         "cost_usd": str(record.cost_usd),
+        "price_source": record.price_source or "",
         "cache_savings_usd": str(record.cache_savings_usd),
         "latency_ms": record.latency_ms,
         "ttft_ms": record.ttft_ms,

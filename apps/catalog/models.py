@@ -66,3 +66,30 @@ class ModelPrice(UUIDModel):
 
     def __str__(self) -> str:
         return f"{self.provider}/{self.model} from {self.effective_from:%Y-%m-%d}"
+
+
+class DefaultPrice(UUIDModel):
+    """The price an organization charges for a model that has no price of its own (neither the
+    organization's nor the shipped list's), in USD per million tokens, from ``effective_from`` until
+    the next version; both prices null in a version mean "no default from then". Versioned like
+    ``ModelPrice``, so reconcile recomputes a past request at the default it was charged. Read and
+    written as the organization's ``default_price`` setting (docs/budgets.md)."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="default_prices")
+    input_per_mtok = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    output_per_mtok = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    effective_from = models.DateTimeField()
+
+    class Meta:
+        ordering = ("-effective_from",)
+        constraints = [
+            models.UniqueConstraint(fields=("organization", "effective_from"), name="unique_default_price"),
+            models.CheckConstraint(
+                condition=models.Q(input_per_mtok__isnull=True, output_per_mtok__isnull=True)
+                | models.Q(input_per_mtok__isnull=False, output_per_mtok__isnull=False),
+                name="default_price_both_or_neither",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"default price from {self.effective_from:%Y-%m-%d %H:%M}"

@@ -2,11 +2,12 @@
 
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 
 from django.db.models import QuerySet
 
-from .models import ModelAlias, ModelPrice
-from .pricing import SHIPPED_PRICES, Price, in_force, shipped_price
+from .models import DefaultPrice, ModelAlias, ModelPrice
+from .pricing import DEFAULT_PRICE_KEY, NO_DEFAULT, SHIPPED_PRICES, Price, in_force, shipped_price
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +45,11 @@ def active_alias_snapshots(organization_id) -> tuple[AliasSnapshot, ...]:
 
 
 def price_versions(organization_id) -> dict[tuple[str, str], list[Price]]:
-    """Every price version an organization set, per (provider, model), newest first."""
+    """Every price version an organization set, per (provider, model), newest first; its default
+    price's versions under ``DEFAULT_PRICE_KEY``."""
     versions: dict[tuple[str, str], list[Price]] = {}
+    for row in DefaultPrice.objects.filter(organization_id=organization_id).order_by("-effective_from"):
+        versions.setdefault(DEFAULT_PRICE_KEY, []).append(_default_version(row))
     for row in ModelPrice.objects.filter(organization_id=organization_id).order_by("-effective_from"):
         versions.setdefault((row.provider, row.model), []).append(
             Price(
@@ -60,16 +64,43 @@ def price_versions(organization_id) -> dict[tuple[str, str], list[Price]]:
     return versions
 
 
+def _default_version(row: DefaultPrice) -> Price:
+    if row.input_per_mtok is None:
+        zero = Decimal(0)
+        return Price(input=zero, output=zero, effective_from=row.effective_from, source=NO_DEFAULT)
+    return Price(
+        input=row.input_per_mtok,
+        output=row.output_per_mtok,
+        effective_from=row.effective_from,
+        source="default",
+    )
+
+
 def price_at(
     versions: dict[tuple[str, str], list[Price]], provider: str, model: str, at: datetime
 ) -> Price | None:
-    """The organization's version in force at ``at``, else the shipped table's."""
+    """The organization's version in force at ``at``, else the shipped table's, else the
+    organization's default price for unpriced models; None when none of them prices the model."""
     own = versions.get((provider, model))
     if own:
         price = in_force(own, at)
         if price is not None:
             return price
-    return shipped_price(provider, model, at)
+    shipped = shipped_price(provider, model, at)
+    if shipped is not None:
+        return shipped
+    return default_price_at(versions, at)
+
+
+def default_price_at(versions: dict[tuple[str, str], list[Price]], at: datetime) -> Price | None:
+    """The organization's default price for unpriced models in force at ``at``, if any."""
+    price = in_force(versions.get(DEFAULT_PRICE_KEY, ()), at)
+    return price if price is not None and price.source != NO_DEFAULT else None
+
+
+def default_price_of(organization_id, at: datetime) -> Price | None:
+    """The organization's default price for unpriced models now (its settings show it)."""
+    return default_price_at(price_versions(organization_id), at)
 
 
 # --- The console's reads ---------------------------------------------------------------------------

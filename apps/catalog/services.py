@@ -1,12 +1,15 @@
 from collections.abc import Iterable, Mapping
+from decimal import Decimal
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from apps.core.errors import Conflict, InvalidRequest
 from apps.core.generations import bump_generation
 from apps.organizations.models import Organization
 
-from .models import Deployment, ModelAlias, ModelPrice
+from .models import DefaultPrice, Deployment, ModelAlias, ModelPrice
+from .selectors import default_price_of
 
 
 def _replace_deployments(alias: ModelAlias, deployments: Iterable[Mapping]) -> None:
@@ -176,3 +179,53 @@ def model_price_delete(*, price: ModelPrice) -> None:
     organization_id = price.organization_id
     price.delete()
     bump_generation(organization_id)
+
+
+MAX_PRICE_PER_MTOK = Decimal("100000000")
+
+
+def default_price_set(*, organization: Organization, price: Mapping | None) -> DefaultPrice | None:
+    """Sets the organization's default price for unpriced models from now on: ``price`` is
+    ``{"input_per_mtok": Decimal, "output_per_mtok": Decimal}`` (USD per million tokens), or None for
+    no default (requests for unpriced models are then refused where a budget applies). A new version
+    each time, so past requests keep the price they were charged; setting what is in force already
+    writes nothing."""
+    now = timezone.now()
+    if price is not None:
+        values = {}
+        for name in ("input_per_mtok", "output_per_mtok"):
+            value = price.get(name)
+            if not isinstance(value, Decimal) or not value.is_finite() or not 0 <= value < MAX_PRICE_PER_MTOK:
+                message = 'A price in USD per million tokens, from 0, as a decimal string such as "2.50".'
+                raise InvalidRequest(
+                    f"Invalid value for 'default_price.{name}': {message}",
+                    code="validation_error",
+                    param=f"default_price.{name}",
+                    fields={f"default_price.{name}": [message]},
+                )
+            values[name] = value
+        unknown = set(price) - set(values)
+        if unknown:
+            message = f"Unknown field(s): {', '.join(sorted(unknown))}."
+            raise InvalidRequest(message, code="validation_error", fields={"default_price": [message]})
+    current = default_price_of(organization.id, now)
+    if price is None and current is None:
+        return None
+    if (
+        current is not None
+        and price is not None
+        and (current.input, current.output)
+        == (
+            values["input_per_mtok"],
+            values["output_per_mtok"],
+        )
+    ):
+        return None
+    version = DefaultPrice.objects.create(
+        organization=organization,
+        input_per_mtok=None if price is None else values["input_per_mtok"],
+        output_per_mtok=None if price is None else values["output_per_mtok"],
+        effective_from=now,
+    )
+    bump_generation(organization.id)
+    return version

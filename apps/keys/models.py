@@ -34,6 +34,8 @@ class ApiKey(UUIDModel):
     permissions = models.JSONField(default=list)
     # Empty means the team's (or organization's) regions apply; otherwise only these, within them.
     allowed_data_regions = models.JSONField(default=list, blank=True)
+    # Model aliases and provider/model patterns it may call (apps/core/model_patterns.py); empty: any.
+    allowed_models = models.JSONField(default=list, blank=True)
     is_active = models.BooleanField(default=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)

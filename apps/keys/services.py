@@ -8,6 +8,7 @@ from django.utils import timezone
 from apps.accounts.models import User
 from apps.core.errors import InvalidRequest
 from apps.core.generations import bump_generation
+from apps.core.model_patterns import checked_model_patterns
 from apps.events.models import EventType
 from apps.events.publish import raise_event_on_commit
 from apps.limits.services import UNSET, limits_set
@@ -32,13 +33,16 @@ def api_key_create(
     team: Team | None = None,
     expires_at: datetime | None = None,
     allowed_data_regions: Iterable[str] = (),
+    allowed_models: Iterable[str] | None = (),
     created_by: User | None = None,
     budget=UNSET,
     rate_limits=UNSET,
 ) -> tuple[ApiKey, str]:
     """Creates a key and returns it with its secret, the only time the secret exists in clear.
     ``budget`` and ``rate_limits`` as ``limits_set`` takes them, in the key's transaction: a refused
-    budget creates no key."""
+    budget creates no key. ``allowed_models``: the models the key may call, within its team's and
+    organization's (apps/core/model_patterns.py); empty for any."""
+    allowed_models = checked_model_patterns(allowed_models)
     api_key = ApiKey(
         organization=organization,
         team=team,
@@ -46,6 +50,7 @@ def api_key_create(
         permissions=sorted(set(permissions)),
         expires_at=expires_at,
         allowed_data_regions=sorted(set(allowed_data_regions)),
+        allowed_models=allowed_models,
         created_by=created_by,
     )
     secret = api_key_issue_secret(api_key=api_key)
@@ -67,11 +72,11 @@ def _event_data(api_key: ApiKey) -> dict:
 
 
 # What a key's owner may change; its secret, organization, team and permissions stay what they were.
-UPDATABLE_FIELDS = ("name", "expires_at", "allowed_data_regions")
+UPDATABLE_FIELDS = ("name", "expires_at", "allowed_data_regions", "allowed_models")
 
 
 def api_key_update(*, api_key: ApiKey, budget=UNSET, rate_limits=UNSET, **changes) -> ApiKey:
-    """Changes a key's name, expiry (in the future, or None for never) or allowed regions, and its
+    """Changes a key's name, expiry (in the future, or None for never), allowed regions or models, and its
     budget and rate limits, in one transaction; bumps the generation, so every proxy worker reads
     the key and its limits again for its next request."""
     unknown = set(changes) - set(UPDATABLE_FIELDS)
@@ -87,6 +92,8 @@ def api_key_update(*, api_key: ApiKey, budget=UNSET, rate_limits=UNSET, **change
         )
     if "allowed_data_regions" in changes:
         changes["allowed_data_regions"] = sorted(set(changes["allowed_data_regions"]))
+    if "allowed_models" in changes:
+        changes["allowed_models"] = checked_model_patterns(changes["allowed_models"])
     for field, value in changes.items():
         setattr(api_key, field, value)
     with transaction.atomic():

@@ -55,6 +55,8 @@ class Organization(UUIDModel):
     log_retention_days = models.PositiveIntegerField(default=30)
     # Empty means every region is allowed; teams, keys and the request header can only narrow it.
     allowed_data_regions = models.JSONField(default=list, blank=True)
+    # Model aliases and provider/model patterns it may call (apps/core/model_patterns.py); empty: any.
+    allowed_models = models.JSONField(default=list, blank=True)
     limits_fail_mode = models.CharField(max_length=10, choices=FailMode.choices, default=FailMode.OPEN)
     # Response cache (docs/cache.md). Teams may override the first two.
     cache_enabled = models.BooleanField(default=True)

@@ -15,6 +15,8 @@ class OrganizationSnapshot:
     allowed_data_regions: frozenset[str]
     log_bodies: str
     limits_fail_mode: str
+    # The model aliases and provider/model patterns it may call (apps/core/model_patterns.py); () any.
+    allowed_models: tuple[str, ...] = ()
     # Response cache (apps/cache/settings.py reads them with the team's).
     cache_enabled: bool = True
     cache_ttl_seconds: int = 3600
@@ -37,7 +39,7 @@ _CACHE_FIELDS = (
 def organization_snapshot(organization_id) -> OrganizationSnapshot | None:
     organization = (
         Organization.objects.filter(pk=organization_id)
-        .only("allowed_data_regions", "log_bodies", "limits_fail_mode", *_CACHE_FIELDS)
+        .only("allowed_data_regions", "allowed_models", "log_bodies", "limits_fail_mode", *_CACHE_FIELDS)
         .first()
     )
     if organization is None:
@@ -47,6 +49,7 @@ def organization_snapshot(organization_id) -> OrganizationSnapshot | None:
         allowed_data_regions=frozenset(organization.allowed_data_regions),
         log_bodies=organization.log_bodies,
         limits_fail_mode=organization.limits_fail_mode,
+        allowed_models=tuple(organization.allowed_models or ()),
         cache_enabled=organization.cache_enabled,
         cache_ttl_seconds=organization.cache_ttl_seconds,
         cache_any_temperature=organization.cache_any_temperature,

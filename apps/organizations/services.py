@@ -9,6 +9,7 @@ from django.utils.text import slugify
 from apps.accounts.models import User
 from apps.core.errors import Conflict, InvalidRequest
 from apps.core.generations import bump_generation
+from apps.core.model_patterns import checked_model_patterns
 from apps.limits.services import UNSET, limits_set
 from apps.teams.models import TeamMembership
 
@@ -25,7 +26,10 @@ def unique_organization_slug(name: str) -> str:
 
 @transaction.atomic
 def organization_create(*, name: str, owner: User, plan: str = "free", **settings) -> Organization:
-    """``settings``: log_bodies, log_retention_days, allowed_data_regions (the model's defaults otherwise)."""
+    """``settings``: log_bodies, log_retention_days, allowed_data_regions, allowed_models (the model's
+    defaults otherwise)."""
+    if "allowed_models" in settings:
+        settings["allowed_models"] = checked_model_patterns(settings["allowed_models"])
     organization = Organization.objects.create(
         name=name, slug=unique_organization_slug(name), plan=plan, **settings
     )
@@ -34,21 +38,28 @@ def organization_create(*, name: str, owner: User, plan: str = "free", **setting
 
 
 def organization_update(*, organization: Organization, **changes) -> Organization:
+    if "allowed_models" in changes:
+        changes["allowed_models"] = checked_model_patterns(changes["allowed_models"])
     for field, value in changes.items():
         setattr(organization, field, value)
     organization.save(update_fields=[*changes, "updated_at"])
-    bump_generation(organization.id)  # allowed regions shape routing
+    bump_generation(organization.id)  # allowed regions and models shape routing
     return organization
 
 
 def organization_settings_update(
-    *, organization: Organization, budget=UNSET, rate_limits=UNSET, **changes
+    *, organization: Organization, budget=UNSET, rate_limits=UNSET, default_price=UNSET, **changes
 ) -> Organization:
-    """The organization's name and settings with its own budget and rate limits, in one transaction:
-    a budget ``limits_set`` refuses leaves the other settings unchanged too."""
+    """The organization's name and settings with its own budget and rate limits and its default price
+    for unpriced models (``catalog.services.default_price_set``), in one transaction: a budget
+    ``limits_set`` refuses leaves the other settings unchanged too."""
+    from apps.catalog.services import default_price_set  # the catalog's models import this app's
+
     with transaction.atomic():
         organization_update(organization=organization, **changes)
         limits_set(organization=organization, budget=budget, rate_limits=rate_limits)
+        if default_price is not UNSET:
+            default_price_set(organization=organization, price=default_price)
     return organization
 
 

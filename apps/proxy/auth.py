@@ -15,6 +15,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from apps.core.errors import AuthenticationFailed, PermissionDenied
+from apps.core.model_patterns import ModelAllowList
 from apps.keys import revocation, selectors
 from apps.keys.secrets import api_key_digest
 
@@ -32,6 +33,8 @@ class AuthenticatedKey:
     permissions: frozenset[str]
     allowed_data_regions: frozenset[str]
     expires_at: datetime | None
+    # The models the key may call, compiled when the key is read; None: no restriction of its own.
+    allowed_models: ModelAllowList | None = None
 
 
 class ApiKeyCache:
@@ -114,6 +117,7 @@ def _load_key(digest: str) -> AuthenticatedKey | None:
         permissions=frozenset(api_key.permissions),
         allowed_data_regions=frozenset(api_key.allowed_data_regions or ()),
         expires_at=api_key.expires_at,
+        allowed_models=ModelAllowList.of(api_key.allowed_models),
     )
 
 

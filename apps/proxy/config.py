@@ -25,6 +25,7 @@ from apps.cache.shared import cache_epoch
 from apps.catalog.pricing import Price
 from apps.catalog.selectors import AliasSnapshot, active_alias_snapshots, price_at, price_versions
 from apps.core.errors import NotFound
+from apps.core.model_patterns import ModelAllowList
 from apps.experiments.catalog import EMPTY_CATALOG as EMPTY_EXPERIMENTS
 from apps.experiments.catalog import ExperimentCatalog
 from apps.experiments.selectors import experiment_snapshots
@@ -54,6 +55,10 @@ class OrganizationConfig:
     prices: dict[tuple[str, str], list[Price]]
     limits: OrganizationLimits = field(default_factory=OrganizationLimits)
     limits_fail_mode: str = "open"
+    # The models the organization's requests may call, compiled (routing.refuse_unallowed_model).
+    allowed_models: ModelAllowList | None = None
+    # /v1/models for callers under an allow-list, by (team id, key's patterns): routing.models_body_for.
+    restricted_models_bodies: dict[tuple, bytes] = field(default_factory=dict)
     # The response cache's settings: the organization's (key None) and each team's (caching.py).
     cache_settings: dict[str | None, CacheSettings] = field(default_factory=dict)
     # The organization's cache purge epoch, part of every L2 key; None: unknown (Redis unreachable
@@ -96,13 +101,15 @@ class OrganizationConfig:
 _FOREVER = datetime.max.replace(tzinfo=UTC)
 
 
-def _models_body(aliases: dict[str, AliasSnapshot]) -> bytes:
+def render_models_body(aliases: dict[str, AliasSnapshot] | list[AliasSnapshot]) -> bytes:
+    if isinstance(aliases, dict):
+        aliases = list(aliases.values())
     return json.dumps(
         {
             "object": "list",
             "data": [
                 {"id": alias.alias, "object": "model", "created": alias.created, "owned_by": "organization"}
-                for alias in sorted(aliases.values(), key=lambda a: a.alias)
+                for alias in sorted(aliases, key=lambda a: a.alias)
             ],
         },
         separators=(",", ":"),
@@ -132,6 +139,7 @@ def load_organization_config(organization_id: str, generation: int) -> Organizat
         prices=price_versions(organization_id),
         limits=organization_limits(organization_id),
         limits_fail_mode=organization.limits_fail_mode,
+        allowed_models=ModelAllowList.of(organization.allowed_models),
         cache_settings={
             None: effective_settings(organization, None),
             **{team.id: effective_settings(organization, team) for team in teams},
@@ -145,7 +153,7 @@ def load_organization_config(organization_id: str, generation: int) -> Organizat
         ),
         prompts=prompt_snapshots(organization_id),
         experiments=experiment_snapshots(organization_id),
-        models_body=_models_body(aliases),
+        models_body=render_models_body(aliases),
     )
 
 

@@ -13,7 +13,7 @@ from .adapters.base import Adapter, Completion, Target, UpstreamRequest
 from .answers import Answer, StreamOutcome
 from .forwarding import Forwarder
 from .http import ProxyRequest
-from .routing import Candidate, plan_attempts
+from .routing import Candidate, models_body_for, plan_attempts
 from .validation import json_object, validate_chat, validate_embeddings
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ class Embeddings(UpstreamEndpoint):
 
 
 class ModelList(Endpoint):
-    """The organization's aliases, answered from its configuration: no upstream."""
+    """The organization's aliases the caller may call, answered from its configuration: no upstream."""
 
     name = "models"
     cacheable = False
@@ -116,7 +116,7 @@ class ModelList(Endpoint):
         return {}  # a GET: there is no body to read
 
     async def answer(self, ctx: "ProxyContext") -> Answer:
-        return Answer(body=ctx.config.models_body)
+        return Answer(body=models_body_for(ctx.config, ctx.team, ctx.key))
 
 
 chat_completions = ChatCompletions()

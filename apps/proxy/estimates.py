@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 
 from apps.catalog.pricing import Usage, cost_usd
+from apps.core.errors import InvalidRequest
 
 from .config import OrganizationConfig
 from .routing import resolve_model
@@ -84,13 +85,35 @@ def _input_size(value: Any) -> tuple[int, int, int]:
     return size, chars, media
 
 
+class ModelNotPriced(InvalidRequest):
+    code = "model_not_priced"
+
+
 def max_cost_nanos(config: OrganizationConfig, model: str, bound: Estimate, at) -> int:
     """The most the request can cost: its bounds priced at the dearest deployment the route may use
-    (failover may reach any of them), at the prices in force when it arrived."""
+    (failover may reach any of them), at the prices in force when it arrived.
+
+    Called only when a budget applies. A deployment without a price (none of the organization's,
+    none shipped, no default price for unpriced models) would cost 0 and so never count against the
+    budget: the request is refused before any upstream is called (the hole of issue 19, finding 3)."""
     deployments, _ = resolve_model(config, model)
     usage = Usage(input_tokens=bound.input_bound, output_tokens=bound.output_bound)
-    dearest = max(
-        (cost_usd(config.price(d.provider, d.upstream_model, at), usage) for _, d in deployments),
-        default=Decimal(0),
-    )
+    dearest = Decimal(0)
+    for _, deployment in deployments:
+        price = config.price(deployment.provider, deployment.upstream_model, at)
+        if price is None:
+            raise _not_priced(model, f"{deployment.provider}/{deployment.upstream_model}")
+        dearest = max(dearest, cost_usd(price, usage))
     return int(dearest * NANOS_PER_USD)
+
+
+def _not_priced(model: str, deployment: str) -> ModelNotPriced:
+    route = "" if model == deployment else f" (it routes to {deployment})"
+    return ModelNotPriced(
+        f"The model '{model}'{route} has no price, and a budget applies to this request: it cannot "
+        f"be charged against the budget. An admin can price {deployment} (POST /api/v1/model-prices, "
+        "or the console's Models > Prices page), or set a default price for unpriced models "
+        "(settings.default_price in PATCH /api/v1/organizations/current, or the console's "
+        "organization settings).",
+        param="model",
+    )

@@ -37,7 +37,7 @@ from .config import OrganizationConfig, load_config
 from .errors import StreamInterrupted, error_event
 from .experimenting import assigned_body
 from .http import ProxyRequest, ProxyResponse, ProxyStream
-from .routing import allowed_regions
+from .routing import allow_lists, allowed_regions, refuse_unallowed_model
 from .templating import rendered_body
 
 if TYPE_CHECKING:
@@ -232,6 +232,9 @@ def begin(endpoint: "Endpoint", request: ProxyRequest, body: dict[str, Any]) -> 
     record.stream = ctx.stream
     resolve_team(ctx)
     resolve_regions(ctx)
+    model = body.get("model")
+    if isinstance(model, str):  # the model list has none: it is filtered instead (endpoints.py)
+        refuse_unallowed_model(ctx.config, model, allow_lists(ctx.config, ctx.team, ctx.key))
     return ctx
 
 

@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from apps.catalog.selectors import AliasSnapshot, DeploymentSnapshot
-from apps.core.errors import GatewayError, NotFound
+from apps.core.errors import GatewayError, NotFound, PermissionDenied
+from apps.core.model_patterns import ModelAllowList
 from apps.providers.models import Provider
 from apps.providers.selectors import ProviderKeySnapshot
 
-from .config import OrganizationConfig
+from .config import OrganizationConfig, render_models_body
 
 PROVIDERS = frozenset(Provider.values)
 
@@ -143,6 +144,75 @@ def resolve_model(
         code="model_not_found",
         param="model",
     )
+
+
+class ModelNotAllowed(PermissionDenied):
+    code = "model_not_allowed"
+
+
+def refuse_unallowed_model(
+    config: OrganizationConfig, model: str, scopes: list[tuple[str, ModelAllowList | None]]
+) -> None:
+    """Raises ModelNotAllowed unless every allow-list that applies (``scopes``: the organization's,
+    the team's and the key's, each named) allows ``model``. A list allows a name it matches; it
+    allows an alias it does not name when it matches every deployment the alias may route to
+    (``openai/gpt-4o*`` allows an alias served by openai/gpt-4o-mini). Checked on the resolved model
+    only for catalog aliases: a request for an unknown name under a list is refused here, like one
+    for a model outside it, so a restricted caller learns nothing of what else exists."""
+    routes = None
+    for scope, allowed in scopes:
+        if allowed is None or allowed.allows(model):
+            continue
+        if routes is None:
+            routes = _routes(config, model)
+        if routes and all(allowed.allows(route) for route in routes):
+            continue
+        raise ModelNotAllowed(
+            f"The model '{model}' is not allowed for this request: it is outside the {scope}'s model "
+            "allow-list. GET /v1/models lists the models it may call.",
+            param="model",
+        )
+
+
+def _routes(config: OrganizationConfig, model: str) -> tuple[str, ...]:
+    """The provider/model names an alias may reach (its deployments and its fallbacks'); () else."""
+    if model not in config.aliases:
+        return ()
+    deployments, _ = resolve_model(config, model)
+    return tuple(f"{d.provider}/{d.upstream_model}" for _, d in deployments)
+
+
+def allow_lists(config: OrganizationConfig, team, key) -> list[tuple[str, ModelAllowList | None]]:
+    return [
+        ("organization", config.allowed_models),
+        ("team", team.allowed_models if team is not None else None),
+        ("API key", key.allowed_models),
+    ]
+
+
+_MAX_RESTRICTED_BODIES = 1_000
+
+
+def models_body_for(config: OrganizationConfig, team, key) -> bytes:
+    """/v1/models as the caller may call it: the aliases every allow-list that applies lets through.
+    Rendered once per generation and combination of lists (a few per organization)."""
+    scopes = allow_lists(config, team, key)
+    if all(allowed is None for _, allowed in scopes):
+        return config.models_body
+    signature = tuple(allowed.patterns if allowed is not None else None for _, allowed in scopes)
+    body = config.restricted_models_bodies.get(signature)
+    if body is None:
+        visible = []
+        for alias in config.aliases.values():
+            try:
+                refuse_unallowed_model(config, alias.alias, scopes)
+            except ModelNotAllowed:
+                continue
+            visible.append(alias)
+        if len(config.restricted_models_bodies) >= _MAX_RESTRICTED_BODIES:
+            config.restricted_models_bodies.clear()
+        body = config.restricted_models_bodies[signature] = render_models_body(visible)
+    return body
 
 
 def _alias_deployments(

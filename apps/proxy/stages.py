@@ -35,6 +35,9 @@ def settle_cost(ctx: ProxyContext, usage: Usage | None) -> None:
         return
     price = ctx.config.price(record.provider, record.model, record.started_at)
     record.cost_usd = cost_usd(price, usage)
+    # Said in the audit entry: a cost of 0 for want of a price (no budget applied, or the request
+    # would have been refused) must not read as a free model, nor a default price as a list price.
+    record.price_source = price.source if price is not None else "unpriced"
 
 
 def estimate_usage(body: dict[str, Any], output_chars: int) -> Usage:

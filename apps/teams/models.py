@@ -13,6 +13,8 @@ class Team(UUIDModel):
     slug = models.SlugField(max_length=80)
     # Empty means the organization's regions apply; otherwise only these (within the organization's).
     allowed_data_regions = models.JSONField(default=list, blank=True)
+    # Model aliases and provider/model patterns it may call (apps/core/model_patterns.py); empty: any.
+    allowed_models = models.JSONField(default=list, blank=True)
     # Response cache: null means the organization's setting.
     cache_enabled = models.BooleanField(null=True, blank=True, default=None)
     cache_ttl_seconds = models.PositiveIntegerField(null=True, blank=True, validators=CACHE_TTL_VALIDATORS)

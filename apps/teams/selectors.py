@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from django.db.models import QuerySet
 
 from apps.accounts.models import User
+from apps.core.model_patterns import ModelAllowList
 from apps.organizations.models import Role
 
 from .models import Team, TeamMembership
@@ -17,6 +18,8 @@ class TeamSnapshot:
     id: str
     slug: str
     allowed_data_regions: frozenset[str]
+    # The models its requests may call, compiled; None: no restriction of its own.
+    allowed_models: ModelAllowList | None = None
     # Response cache: None means the organization's setting.
     cache_enabled: bool | None = None
     cache_ttl_seconds: int | None = None
@@ -28,11 +31,12 @@ def team_snapshots(organization_id) -> tuple[TeamSnapshot, ...]:
             id=str(team.id),
             slug=team.slug,
             allowed_data_regions=frozenset(team.allowed_data_regions),
+            allowed_models=ModelAllowList.of(team.allowed_models),
             cache_enabled=team.cache_enabled,
             cache_ttl_seconds=team.cache_ttl_seconds,
         )
         for team in Team.objects.filter(organization_id=organization_id).only(
-            "id", "slug", "allowed_data_regions", "cache_enabled", "cache_ttl_seconds"
+            "id", "slug", "allowed_data_regions", "allowed_models", "cache_enabled", "cache_ttl_seconds"
         )
     )
 

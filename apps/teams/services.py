@@ -7,6 +7,7 @@ from django.utils.text import slugify
 from apps.accounts.models import User
 from apps.core.errors import Conflict, InvalidRequest
 from apps.core.generations import bump_generation
+from apps.core.model_patterns import checked_model_patterns
 from apps.limits.services import UNSET, limits_set
 from apps.organizations.models import Organization
 
@@ -19,13 +20,16 @@ def team_create(
     name: str,
     slug: str = "",
     allowed_data_regions=(),
+    allowed_models=(),
     budget=UNSET,
     rate_limits=UNSET,
     cache_enabled: bool | None = None,
     cache_ttl_seconds: int | None = None,
 ) -> Team:
     """``budget`` and ``rate_limits`` as ``limits_set`` takes them, set in the team's transaction: a
-    refused budget creates no team."""
+    refused budget creates no team. ``allowed_models``: the models the team's requests may call, within
+    the organization's (apps/core/model_patterns.py); empty for any."""
+    allowed_models = checked_model_patterns(allowed_models)
     slug = slug or slugify(name)[:80] or f"team-{secrets.token_hex(3)}"
     if Team.objects.filter(organization=organization, slug=slug).exists():
         raise Conflict(f"A team with the slug '{slug}' exists already.", code="team_slug_taken")
@@ -36,6 +40,7 @@ def team_create(
                 name=name,
                 slug=slug,
                 allowed_data_regions=list(allowed_data_regions),
+                allowed_models=allowed_models,
                 cache_enabled=cache_enabled,
                 cache_ttl_seconds=cache_ttl_seconds,
             )
@@ -49,6 +54,8 @@ def team_create(
 def team_update(*, team: Team, budget=UNSET, rate_limits=UNSET, **changes) -> Team:
     """``changes``: the team's own fields; ``budget`` and ``rate_limits`` as ``limits_set`` takes them,
     written in the same transaction."""
+    if "allowed_models" in changes:
+        changes["allowed_models"] = checked_model_patterns(changes["allowed_models"])
     new_slug = changes.get("slug")
     if new_slug and new_slug != team.slug:
         if Team.objects.filter(organization=team.organization_id, slug=new_slug).exists():

@@ -169,6 +169,7 @@ class AuditEntrySerializer(serializers.ModelSerializer):
             "cached_input_tokens",
             "reasoning_tokens",
             "usage_estimated",
+            "price_source",
             "cache_savings_usd",
             "upstream_ms",
             "client_ip",

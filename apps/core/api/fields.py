@@ -96,3 +96,25 @@ class InstantField(serializers.DateTimeField):
         if not value:
             return None
         return value.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+@extend_schema_field(
+    {
+        "type": "array",
+        "nullable": True,
+        "items": {"type": "string", "maxLength": 200, "example": "openai/gpt-4o*"},
+        "maxItems": 100,
+        "description": "Model aliases and provider/model names the caller may call; shell-style patterns "
+        "(*, ?, [...]) allowed. Empty or null: no restriction. Narrows the lists above it, never "
+        "widens them.",
+    }
+)
+class ModelPatternsField(serializers.ListField):
+    """A model allow-list (``apps/core/model_patterns.py``): strings here; what they may be is checked
+    once, in the object's service (``checked_model_patterns``)."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("child", StrictCharField(max_length=200, allow_blank=False))
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("allow_null", True)
+        super().__init__(**kwargs)

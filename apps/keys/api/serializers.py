@@ -1,7 +1,7 @@
 from django.utils import timezone
 from rest_framework import serializers
 
-from apps.core.api.fields import DataRegionsField, StrictCharField
+from apps.core.api.fields import DataRegionsField, ModelPatternsField, StrictCharField
 from apps.keys.models import ApiKey, KeyStatus, Permission
 from apps.limits.api.serializers import BudgetField, RateLimitsField, UsageSerializer
 from apps.organizations.tenancy import OrganizationScopedRelatedField
@@ -23,6 +23,7 @@ class ApiKeySerializer(serializers.ModelSerializer):
             "permissions",
             "team_id",
             "allowed_data_regions",
+            "allowed_models",
             "is_active",
             "status",
             "expires_at",
@@ -56,6 +57,7 @@ class ApiKeyCreateSerializer(serializers.Serializer):
     )
     expires_at = serializers.DateTimeField(required=False, allow_null=True)
     allowed_data_regions = DataRegionsField(required=False)
+    allowed_models = ModelPatternsField()
     budget = BudgetField()
     rate_limits = RateLimitsField()
 
@@ -73,6 +75,7 @@ class ApiKeyUpdateSerializer(serializers.Serializer):
         required=False, allow_null=True, help_text="In the future, or null."
     )
     allowed_data_regions = DataRegionsField(required=False)
+    allowed_models = ModelPatternsField()
     budget = BudgetField()
     rate_limits = RateLimitsField()
 

@@ -1,10 +1,20 @@
 from decimal import ROUND_HALF_EVEN, Decimal
 
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.catalog.models import ModelAlias
-from apps.core.api.fields import DataRegionsField, StrictBooleanField, StrictCharField, StrictIntegerField
+from apps.catalog.selectors import default_price_of
+from apps.core.api.fields import (
+    DataRegionsField,
+    ModelPatternsField,
+    PriceField,
+    StrictBooleanField,
+    StrictCharField,
+    StrictIntegerField,
+)
+from apps.core.api.serializers import ClosedSerializer
 from apps.limits.api.serializers import BudgetField, RateLimitsField
 from apps.organizations.models import CACHE_TTL_MAX_SECONDS, FailMode, LogBodies, Organization
 
@@ -34,10 +44,56 @@ class SimilarityThresholdField(serializers.Field):
         return float(value)
 
 
+class DefaultPriceInputSerializer(ClosedSerializer):
+    input_per_mtok = PriceField()
+    output_per_mtok = PriceField()
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "nullable": True,
+        "description": "The price (USD per million tokens) of a model that has no price of its own nor a "
+        "shipped one. null: none, and a request for an unpriced model is refused (400 model_not_priced) "
+        "wherever a budget applies.",
+        "properties": {
+            "input_per_mtok": {"type": "string", "format": "decimal", "example": "5.00"},
+            "output_per_mtok": {"type": "string", "format": "decimal", "example": "15.00"},
+        },
+        "required": ["input_per_mtok", "output_per_mtok"],
+        "additionalProperties": False,
+    }
+)
+class DefaultPriceField(serializers.Field):
+    """The catalog's default price version in force now (``catalog.selectors.default_price_of``)."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("allow_null", True)
+        super().__init__(**kwargs)
+
+    def get_attribute(self, organization):
+        return default_price_of(organization.id, timezone.now())
+
+    def to_representation(self, price):
+        return {"input_per_mtok": f"{price.input:f}", "output_per_mtok": f"{price.output:f}"}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, dict):
+            raise serializers.ValidationError("An object, or null.")
+        checked = DefaultPriceInputSerializer(data=data)
+        if not checked.is_valid():
+            raise serializers.ValidationError(checked.errors)
+        return dict(checked.validated_data)
+
+
 class OrganizationSettingsSerializer(serializers.Serializer):
     log_bodies = serializers.ChoiceField(choices=LogBodies.choices, required=False)
     log_retention_days = serializers.IntegerField(min_value=1, max_value=3650, required=False)
     allowed_data_regions = DataRegionsField(required=False)
+    allowed_models = ModelPatternsField()
+    # A price for the models that have none (neither the organization's nor the shipped list's).
+    default_price = DefaultPriceField()
     # The organization's own: its budget caps all its traffic, its rate limits are the default of
     # every key that has none of its own.
     budget = BudgetField()

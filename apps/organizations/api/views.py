@@ -33,9 +33,14 @@ class CurrentOrganizationView(OrganizationScopedMixin, generics.GenericAPIView):
         serializer.is_valid(raise_exception=True)
         changes = dict(serializer.validated_data)
         budget, rate_limits = changes.pop("budget", UNSET), changes.pop("rate_limits", UNSET)
+        default_price = changes.pop("default_price", UNSET)
         try:
             services.organization_settings_update(
-                organization=organization, budget=budget, rate_limits=rate_limits, **changes
+                organization=organization,
+                budget=budget,
+                rate_limits=rate_limits,
+                default_price=default_price,
+                **changes,
             )
         except InvalidRequest as error:
             raise nested_under("settings", error) from error

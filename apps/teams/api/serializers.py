@@ -1,7 +1,13 @@
 from rest_framework import serializers
 
 from apps.accounts.models import User
-from apps.core.api.fields import DataRegionsField, StrictBooleanField, StrictCharField, StrictSlugField
+from apps.core.api.fields import (
+    DataRegionsField,
+    ModelPatternsField,
+    StrictBooleanField,
+    StrictCharField,
+    StrictSlugField,
+)
 from apps.limits.api.serializers import BudgetField, RateLimitsField
 from apps.organizations.api.serializers import cache_ttl_field
 from apps.teams.models import Team, TeamMembership
@@ -11,6 +17,7 @@ class TeamSerializer(serializers.ModelSerializer):
     name = StrictCharField(max_length=200)
     slug = StrictSlugField(max_length=80, required=False)
     allowed_data_regions = DataRegionsField(required=False)
+    allowed_models = ModelPatternsField()
     budget = BudgetField()
     rate_limits = RateLimitsField()
     # The response cache: null means the organization's setting.
@@ -26,6 +33,7 @@ class TeamSerializer(serializers.ModelSerializer):
             "name",
             "slug",
             "allowed_data_regions",
+            "allowed_models",
             "budget",
             "rate_limits",
             "cache_enabled",

@@ -16,6 +16,7 @@ from django.urls import reverse
 
 from apps.core.api.fields import REGION_PATTERN
 from apps.core.errors import GatewayError
+from apps.core.model_patterns import checked_model_patterns
 
 _WRITES = ("service_create", "service_update", "service_delete")
 
@@ -112,3 +113,33 @@ class DataRegionsField(forms.CharField):
 
     def has_changed(self, initial, data) -> bool:
         return sorted(initial or ()) != self.to_python(data)
+
+
+class ModelPatternsField(forms.CharField):
+    """A model allow-list (``apps/core/model_patterns.py``): aliases and provider/model patterns
+    separated by commas or spaces; empty allows every model. Checked by the same rule the services
+    apply (they check it again when they save)."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("required", False)
+        kwargs.setdefault(
+            "help_text",
+            "Model aliases and provider/model names, shell-style patterns allowed, separated by commas, "
+            "for example: fast, openai/gpt-4o*. Empty allows every model.",
+        )
+        super().__init__(**kwargs)
+
+    def prepare_value(self, value):
+        return ", ".join(value) if isinstance(value, list | tuple) else value
+
+    def to_python(self, value) -> list[str]:
+        return (super().to_python(value) or "").replace(",", " ").split()
+
+    def validate(self, value: list[str]) -> None:
+        try:
+            checked_model_patterns(value)
+        except GatewayError as error:
+            raise forms.ValidationError(next(iter((error.fields or {}).values()), [error.message])) from None
+
+    def has_changed(self, initial, data) -> bool:
+        return list(initial or ()) != self.to_python(data)

@@ -3,6 +3,7 @@ from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
+from apps.core.admin_mixins import ModelPatternsField
 from apps.limits.admin import limits_summary
 
 from . import services
@@ -13,10 +14,11 @@ class ApiKeyAddForm(forms.ModelForm):
     permissions = forms.MultipleChoiceField(
         choices=Permission.choices, initial=[Permission.LLM], widget=forms.CheckboxSelectMultiple
     )
+    allowed_models = ModelPatternsField()
 
     class Meta:
         model = ApiKey
-        fields = ("organization", "team", "name", "permissions", "expires_at")
+        fields = ("organization", "team", "name", "permissions", "expires_at", "allowed_models")
 
     def clean(self):
         cleaned = super().clean()
@@ -46,6 +48,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         "name",
         "key_prefix",
         "permissions",
+        "allowed_models",
         "is_active",
         "expires_at",
         "revoked_at",
@@ -85,6 +88,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
             permissions=obj.permissions,
             team=obj.team,
             expires_at=obj.expires_at,
+            allowed_models=obj.allowed_models,
             created_by=request.user,
         )
         for field in created._meta.concrete_fields:

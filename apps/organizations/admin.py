@@ -2,7 +2,7 @@ from django import forms
 from django.contrib import admin
 
 from apps.accounts.models import User
-from apps.core.admin_mixins import DataRegionsField, ServiceAdmin
+from apps.core.admin_mixins import DataRegionsField, ModelPatternsField, ServiceAdmin
 from apps.limits.admin import limits_summary
 from apps.limits.selectors import limits_of
 
@@ -29,6 +29,7 @@ class OrganizationForm(forms.ModelForm):
 
     log_retention_days = forms.IntegerField(min_value=1, max_value=3650, initial=30)
     allowed_data_regions = DataRegionsField()
+    allowed_models = ModelPatternsField()
 
     class Meta:
         model = Organization
@@ -39,6 +40,7 @@ class OrganizationForm(forms.ModelForm):
             "log_bodies",
             "log_retention_days",
             "allowed_data_regions",
+            "allowed_models",
             "limits_fail_mode",
         )
 
@@ -47,7 +49,15 @@ class OrganizationAddForm(OrganizationForm):
     owner = forms.ModelChoiceField(User.objects.all(), help_text="Becomes the organization's owner.")
 
     class Meta(OrganizationForm.Meta):
-        fields = ("name", "owner", "plan", "log_bodies", "log_retention_days", "allowed_data_regions")
+        fields = (
+            "name",
+            "owner",
+            "plan",
+            "log_bodies",
+            "log_retention_days",
+            "allowed_data_regions",
+            "allowed_models",
+        )
 
 
 @admin.register(Organization)

@@ -1,7 +1,7 @@
 from django import forms
 from django.contrib import admin
 
-from apps.core.admin_mixins import DataRegionsField, ServiceAdmin
+from apps.core.admin_mixins import DataRegionsField, ModelPatternsField, ServiceAdmin
 from apps.limits.admin import limits_summary
 
 from . import services
@@ -10,10 +10,11 @@ from .models import Team, TeamMembership
 
 class TeamForm(forms.ModelForm):
     allowed_data_regions = DataRegionsField()
+    allowed_models = ModelPatternsField()
 
     class Meta:
         model = Team
-        fields = ("organization", "name", "slug", "allowed_data_regions")
+        fields = ("organization", "name", "slug", "allowed_data_regions", "allowed_models")
 
 
 @admin.register(Team)

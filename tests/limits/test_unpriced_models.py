@@ -64,9 +64,10 @@ async def team_key(organization, team):
 
 
 async def spend_the_budget(organization, team) -> None:
-    """The team's daily budget of 1 USD, spent whole today."""
+    """The team's daily budget of 1 USD, spent today but for a millionth of a dollar: room for nothing
+    a price covers, and, before the fix, for any number of requests that cost 0 for want of one."""
     await database_sync_to_async(AuditEntryFactory)(
-        organization=organization, team_id=team.id, created_at=timezone.now(), cost_usd=Decimal("1.00")
+        organization=organization, team_id=team.id, created_at=timezone.now(), cost_usd=Decimal("0.999999")
     )
     await set_limits(organization=organization, team=team, budget=daily("1.00"))
 

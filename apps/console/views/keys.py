@@ -8,7 +8,7 @@ from django.views.decorators.cache import never_cache
 
 from apps.console.access import Console, console_view
 from apps.console.areas import Navigation
-from apps.console.forms import check, limits_input, service_errors, text
+from apps.console.forms import check, labels, limits_input, service_errors, text
 from apps.core.errors import GatewayError
 from apps.keys import selectors, services
 from apps.keys.api.serializers import ApiKeyCreateSerializer, ApiKeyUpdateSerializer
@@ -34,6 +34,7 @@ def _key_input(post, *, creating: bool) -> dict:
     data = {"name": text(post, "name"), **limits_input(post)}
     regions = [region for region in post.get("allowed_data_regions", "").replace(",", " ").split() if region]
     data["allowed_data_regions"] = regions
+    data["allowed_models"] = labels(post, "allowed_models")
     expires_at = text(post, "expires_at")
     data["expires_at"] = expires_at
     if creating:

@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path
 from django.utils import timezone
 
-from apps.catalog.selectors import model_aliases_of
+from apps.catalog.selectors import default_price_of, model_aliases_of
 from apps.console.access import Console, console_view
 from apps.console.areas import Navigation
 from apps.console.forms import (
@@ -47,6 +47,8 @@ def _settings_input(post) -> dict:
         "cache_ttl_seconds": whole(post, "cache_ttl_seconds"),
         "cache_semantic_threshold": decimal_number(post, "cache_semantic_threshold"),
         "cache_embedding_model": post.get("cache_embedding_model", "").strip(),
+        "allowed_models": labels(post, "allowed_models"),
+        "default_price": _default_price_input(post),
         **limits_input(post),
     }
     for name in FLAGS:
@@ -54,6 +56,14 @@ def _settings_input(post) -> dict:
         if value is not None:
             settings[name] = value
     return {"name": post.get("name", "").strip(), "settings": settings}
+
+
+def _default_price_input(post) -> dict | None:
+    """Both prices empty: no default; otherwise both, for the serializer to check."""
+    prices = {name: text(post, f"default_price_{name}") for name in ("input_per_mtok", "output_per_mtok")}
+    if all(value is None for value in prices.values()):
+        return None
+    return {name: value or "" for name, value in prices.items()}
 
 
 def _settings_page(request, console: Console, *, errors=None, form=None, status=200):
@@ -77,6 +87,7 @@ def _settings_page(request, console: Console, *, errors=None, form=None, status=
             "log_bodies_choices": LogBodies.choices,
             "fail_modes": FailMode.choices,
             "aliases": model_aliases_of(organization.id).values_list("alias", flat=True),
+            "default_price": default_price_of(organization.id, timezone.now()),
             "periods": BudgetPeriod.values,
             "errors": errors or {},
             "form": form,
@@ -102,10 +113,15 @@ def organization_settings_update(request, console: Console):
         )
     changes = dict(serializer.validated_data)
     budget, rate_limits = changes.pop("budget", UNSET), changes.pop("rate_limits", UNSET)
+    default_price = changes.pop("default_price", UNSET)
     try:
         try:
             services.organization_settings_update(
-                organization=organization, budget=budget, rate_limits=rate_limits, **changes
+                organization=organization,
+                budget=budget,
+                rate_limits=rate_limits,
+                default_price=default_price,
+                **changes,
             )
         except InvalidRequest as error:
             raise nested_under("settings", error) from error

@@ -42,6 +42,7 @@ def _team_input(post, *, creating: bool) -> dict:
         "name": post.get("name", "").strip(),
         "slug": post.get("slug", "").strip(),
         "allowed_data_regions": labels(post, "allowed_data_regions"),
+        "allowed_models": labels(post, "allowed_models"),
         "cache_enabled": choice_flag(post, "cache_enabled"),
         "cache_ttl_seconds": whole(post, "cache_ttl_seconds"),
         **limits_input(post),

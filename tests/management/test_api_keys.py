@@ -24,6 +24,7 @@ LISTED_FIELDS = {
     "permissions",
     "team_id",
     "allowed_data_regions",
+    "allowed_models",
     "is_active",
     "status",
     "expires_at",

@@ -64,6 +64,8 @@ def test_it_persists_a_new_name_and_settings(session_client):
         "cache_semantic_enabled": False,
         "cache_semantic_threshold": 0.95,
         "cache_embedding_model": "",
+        "allowed_models": [],
+        "default_price": None,
     }
 
 

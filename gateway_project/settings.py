@@ -229,6 +229,34 @@ MFA_RECOVERY_CODES_SHOW_ONCE = True  # recovery codes are secrets: shown when ma
 # An identity provider whose TLS certificate comes from a private CA: a PEM bundle of the CAs to
 # trust for its discovery document, JWKS and token endpoint (default: the system's CAs).
 GATEWAY_SSO_CA_BUNDLE = env.str("GATEWAY_SSO_CA_BUNDLE", default="") or None
+# Proving an SSO domain by DNS (apps/sso/dns.py): the resolvers asked for its TXT record, as
+# "address" or "address:port", comma-separated; empty asks the system's (/etc/resolv.conf).
+
+
+def _dns_resolvers(values: list[str]) -> list[tuple[str, int]]:
+    import ipaddress
+
+    resolvers = []
+    for value in values:
+        address, port = value.strip(), 53
+        if address.count(":") == 1 or address.startswith("["):  # IPv4:port or [IPv6]:port
+            address, _, port_text = address.rpartition(":")
+            address = address.strip("[]")
+            port = int(port_text) if port_text.isdigit() else -1
+        try:
+            address = str(ipaddress.ip_address(address))
+        except ValueError:
+            raise ImproperlyConfigured(f"GATEWAY_SSO_DNS_RESOLVERS: {value!r} is not an IP address") from None
+        if not 0 < port < 65536:
+            raise ImproperlyConfigured(f"GATEWAY_SSO_DNS_RESOLVERS: {value!r} has no valid port")
+        resolvers.append((address, port))
+    return resolvers
+
+
+GATEWAY_SSO_DNS_RESOLVERS = _dns_resolvers(env.list("GATEWAY_SSO_DNS_RESOLVERS", default=[]))
+GATEWAY_SSO_DNS_TIMEOUT_SECONDS = env.float("GATEWAY_SSO_DNS_TIMEOUT_SECONDS", default=5.0)
+# How long an invitation to an organization can be accepted (apps/organizations).
+GATEWAY_INVITATION_TTL_DAYS = env.int("GATEWAY_INVITATION_TTL_DAYS", default=7)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["apps.accounts.authentication.SessionTokenAuthentication"],

@@ -5,7 +5,7 @@ from rest_framework_simplejwt.exceptions import TokenError
 
 from apps.core.errors import AuthenticationFailed, PermissionDenied, RateLimited
 from apps.organizations.models import Membership
-from apps.sso.policy import password_sign_in_refusal
+from apps.sso.policy import password_refusals
 
 from . import login_throttle, two_factor
 from .models import User
@@ -31,11 +31,17 @@ def session_login(
     user = authenticate(request, username=email, password=password)
     if user is None:
         raise AuthenticationFailed("Email or password is incorrect.", code="invalid_credentials")
-    # Only now, with the right password: the organization's rule that its members use single
-    # sign-on (apps/sso/policy.py, with the owners' break-glass), then the account's second factor.
-    refusal = password_sign_in_refusal(user)
-    if refusal:
-        raise PermissionDenied(refusal, code="sso_required")
+    # Only now, with the right password: an organization's rule that its members use single
+    # sign-on (apps/sso/policy.py, with the owners' break-glass), for that organization's sessions
+    # only; then the account's second factor.
+    refusals = password_refusals(user)
+    memberships = Membership.objects.filter(user=user).exclude(organization_id__in=refusals)
+    if organization_id is not None:
+        if str(organization_id) in refusals:
+            raise PermissionDenied(refusals[str(organization_id)], code="sso_required")
+        memberships = memberships.filter(organization_id=organization_id)
+    elif refusals and not memberships.exists():
+        raise PermissionDenied(next(iter(refusals.values())), code="sso_required")
     if two_factor.has_two_factor(user):
         if not code:
             raise AuthenticationFailed(
@@ -47,10 +53,8 @@ def session_login(
             raise AuthenticationFailed("The two-factor code is incorrect.", code="invalid_mfa_code")
         login_throttle.clear_account(email)
 
-    memberships = Membership.objects.filter(user=user).order_by("created_at")
-    if organization_id is not None:
-        memberships = memberships.filter(organization_id=organization_id)
-    membership = memberships.first()
+    # Without an organization named: the first one (by membership) whose sessions the password opens.
+    membership = memberships.order_by("created_at").first()
     if membership is None:
         raise PermissionDenied(
             "This account is not a member of that organization."

@@ -20,6 +20,7 @@ from django.shortcuts import render
 from apps.accounts.models import User
 from apps.accounts.sessions import SESSION_ORGANIZATION, SESSION_PINNED_ORGANIZATION
 from apps.organizations.models import Membership, Organization, Role
+from apps.sso.policy import password_refusals
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,8 @@ def console_of(request: HttpRequest) -> Console | None:
     pinned = request.session.get(SESSION_PINNED_ORGANIZATION)
     if pinned:
         memberships = memberships.filter(organization_id=pinned)
+    else:  # a password session: not in an organization that requires single sign-on of this account
+        memberships = memberships.exclude(organization_id__in=password_refusals(request.user))
     memberships = tuple(memberships.order_by("created_at"))
     if not memberships:
         return None
@@ -73,6 +76,8 @@ def choose_organization(request: HttpRequest, organization_id: str) -> bool:
         return False
     pinned = request.session.get(SESSION_PINNED_ORGANIZATION)
     if pinned and pinned != organization_id:
+        return False
+    if not pinned and organization_id in password_refusals(request.user):
         return False
     if not Membership.objects.filter(user=request.user, organization_id=organization_id).exists():
         return False
@@ -102,7 +107,8 @@ def console_view(*, role: Role = Role.MEMBER, methods: Iterable[str] = ("GET",))
                 return forbidden(
                     request,
                     None,
-                    "Your account does not belong to any organization yet. Ask an owner to add you.",
+                    "Your account does not belong to any organization it can use with this sign-in yet. "
+                    "Ask an owner to invite you, and accept from your invitations.",
                 )
             if not console.can(role):
                 return forbidden(request, console, f"This needs the {role} role; yours is {console.role}.")

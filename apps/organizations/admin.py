@@ -3,11 +3,12 @@ from django.contrib import admin
 
 from apps.accounts.models import User
 from apps.core.admin_mixins import DataRegionsField, ModelPatternsField, ServiceAdmin
+from apps.core.errors import PermissionDenied
 from apps.limits.admin import limits_summary
 from apps.limits.selectors import limits_of
 
 from . import services
-from .models import Membership, Organization
+from .models import Invitation, InvitationStatus, Membership, Organization
 
 
 class MembershipInline(admin.TabularInline):
@@ -103,21 +104,20 @@ class OrganizationAdmin(ServiceAdmin):
 @admin.register(Membership)
 class MembershipAdmin(ServiceAdmin):
     """Through the membership services, as the console: the organization's last owner cannot be
-    demoted or removed, and a removed member leaves the organization's teams too."""
+    demoted or removed, and a removed member leaves the organization's teams too. Nobody is added
+    here: an account joins an organization by accepting an invitation (below), never without its
+    consent."""
 
     list_display = ("user", "organization", "role", "created_at")
     list_filter = ("role",)
     search_fields = ("user__email", "organization__name")
-    autocomplete_fields = ("user", "organization")
+    readonly_fields = ("user", "organization")  # only the role changes
 
-    def get_readonly_fields(self, request, obj=None):
-        return ("user", "organization") if obj is not None else ()  # only the role changes
+    def has_add_permission(self, request) -> bool:
+        return False
 
-    def service_create(self, request, form) -> Membership:
-        data = form.cleaned_data
-        return services.membership_add(
-            organization=data["organization"], email=data["user"].email, role=data["role"]
-        )
+    def service_create(self, request, form) -> Membership:  # pragma: no cover (no add page)
+        raise PermissionDenied("Members join by accepting an invitation.")
 
     def service_update(self, request, obj: Membership, form, changes: dict) -> None:
         if "role" in changes:
@@ -125,3 +125,53 @@ class MembershipAdmin(ServiceAdmin):
 
     def service_delete(self, request, obj: Membership) -> None:
         services.membership_remove(membership=obj)
+
+
+class InvitationForm(forms.ModelForm):
+    class Meta:
+        model = Invitation
+        fields = ("organization", "email", "role")
+
+
+@admin.register(Invitation)
+class InvitationAdmin(ServiceAdmin):
+    """Staff invite as an owner does, through the same service; the accept link is shown once, in the
+    message after saving. Revoking is the action; an invitation is never changed or deleted."""
+
+    form = InvitationForm
+    list_display = ("email", "organization", "role", "status", "expires_at", "created_at")
+    list_filter = ("status", "role")
+    search_fields = ("email", "organization__name")
+    autocomplete_fields = ("organization",)
+    actions = ("revoke",)
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is not None:
+            return ("organization", "email", "role", "status", "invited_by", "expires_at", "closed_at")
+        return ()
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def service_create(self, request, form) -> Invitation:
+        invitation, token = services.invitation_create(
+            organization=form.cleaned_data["organization"],
+            email=form.cleaned_data["email"],
+            role=form.cleaned_data["role"],
+            invited_by=request.user,
+        )
+        link = request.build_absolute_uri(f"/console/invitations/{token}/")
+        self.message_user(request, f"Give {invitation.email} this link to accept (shown once): {link}")
+        return invitation
+
+    def service_update(self, request, obj: Invitation, form, changes: dict) -> None:
+        pass  # every field is read only once it exists
+
+    def service_delete(self, request, obj: Invitation) -> None:  # pragma: no cover (no delete)
+        raise PermissionDenied("Revoke an invitation instead.")
+
+    @admin.action(description="Revoke the selected pending invitations", permissions=["change"])
+    def revoke(self, request, queryset) -> None:
+        for invitation in queryset.filter(status=InvitationStatus.PENDING):
+            services.invitation_revoke(invitation=invitation)
+        self.message_user(request, "Revoked the pending invitations selected.")

@@ -1,3 +1,4 @@
+import hashlib
 from decimal import Decimal
 
 from django.conf import settings
@@ -95,3 +96,53 @@ class Membership(UUIDModel):
 
     def has_role(self, role: str) -> bool:
         return ROLE_RANK[Role(self.role)] >= ROLE_RANK[Role(role)]
+
+
+def invitation_token_digest(token: str) -> str:
+    """How an accept link's token is stored and looked up (the token itself is never kept)."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class InvitationStatus(models.TextChoices):
+    PENDING = "pending"
+    ACCEPTED = "accepted"
+    DECLINED = "declined"
+    REVOKED = "revoked"
+    EXPIRED = "expired"  # stored once a new invitation replaces an expired one; shown from the date before
+
+
+class Invitation(UUIDModel):
+    """An owner's offer of a role in the organization to an email address: nobody becomes a member
+    until the account with that address accepts (docs/console.md, "Invitations"). The link that lets
+    the invited person accept carries a secret token; only its SHA-256 digest is stored."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField(max_length=254)  # normalized, lowercased
+    role = models.CharField(max_length=20, choices=Role.choices, default=Role.MEMBER)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    token_digest = models.CharField(max_length=64, unique=True, editable=False)
+    status = models.CharField(
+        max_length=16, choices=InvitationStatus.choices, default=InvitationStatus.PENDING
+    )
+    expires_at = models.DateTimeField()
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at",)
+        constraints = [
+            models.UniqueConstraint(
+                fields=("organization", "email"),
+                condition=models.Q(status="pending"),
+                name="one_pending_invitation_per_email",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.email} to {self.organization} ({self.role})"
+
+    def current_status(self, now) -> str:
+        if self.status == InvitationStatus.PENDING and now >= self.expires_at:
+            return InvitationStatus.EXPIRED
+        return self.status

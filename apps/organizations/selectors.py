@@ -3,8 +3,9 @@
 from dataclasses import dataclass
 
 from django.db.models import Case, IntegerField, QuerySet, Value, When
+from django.utils import timezone
 
-from .models import ROLE_RANK, Membership, Organization
+from .models import ROLE_RANK, Invitation, InvitationStatus, Membership, Organization, invitation_token_digest
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,4 +72,28 @@ def memberships_of(organization_id) -> QuerySet[Membership]:
         .select_related("user")
         .annotate(rank=rank)
         .order_by("rank", "user__email")
+    )
+
+
+def invitations_of(organization_id) -> QuerySet[Invitation]:
+    """Every invitation of the organization, newest first (answered ones stay listed)."""
+    return Invitation.objects.filter(organization_id=organization_id).select_related("invited_by")
+
+
+def invitations_for(user) -> QuerySet[Invitation]:
+    """The invitations ``user`` can still answer: pending, not expired, to their address."""
+    return (
+        Invitation.objects.filter(
+            email__iexact=user.email, status=InvitationStatus.PENDING, expires_at__gt=timezone.now()
+        )
+        .select_related("organization")
+        .order_by("-created_at")
+    )
+
+
+def invitation_by_token(token: str) -> Invitation | None:
+    return (
+        Invitation.objects.select_related("organization")
+        .filter(token_digest=invitation_token_digest(token or ""))
+        .first()
     )

@@ -1,19 +1,22 @@
 import secrets
+from datetime import timedelta
 
+from django.conf import settings
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 from django.utils.text import slugify
 
 from apps.accounts.models import User
-from apps.core.errors import Conflict, InvalidRequest
+from apps.core.errors import Conflict, InvalidRequest, NotFound
 from apps.core.generations import bump_generation
 from apps.core.model_patterns import checked_model_patterns
 from apps.limits.services import UNSET, limits_set
 from apps.teams.models import TeamMembership
 
-from .models import Membership, Organization, Role
+from .models import Invitation, InvitationStatus, Membership, Organization, Role, invitation_token_digest
 
 
 def unique_organization_slug(name: str) -> str:
@@ -97,7 +100,10 @@ def first_admin_bootstrap(
 # --- Members ---------------------------------------------------------------------------------------
 # Memberships shape no proxy configuration: no generation is bumped. Sessions read the membership and
 # its role on every request (apps/accounts/authentication.py, apps/console/access.py), so a change of
-# role or a removal applies to the member's next request.
+# role or a removal applies to the member's next request. Nobody is made a member of an organization
+# without their consent: an owner invites an address, and the account with that address accepts
+# (the invitations below). Single sign-on adds members just in time, only for a domain the
+# organization has proved (apps/sso).
 
 
 def _invalid(field: str, message: str) -> InvalidRequest:
@@ -129,46 +135,6 @@ def _owner_ids_locked(organization_id) -> list:
 
 
 @transaction.atomic
-def membership_add(
-    *, organization: Organization, email: str, role: str = Role.MEMBER, password: str | None = None
-) -> Membership:
-    """Adds the person with ``email`` to the organization with ``role``. A new person gets an account:
-    with ``password`` when one is given (checked by the password validators), otherwise with an
-    unusable password, so they sign in through the organization's SSO or once someone sets a password
-    for them. An existing account keeps its own password: ``password`` only ever applies to a new one."""
-    email = User.objects.normalize_email((email or "").strip()).lower()
-    try:
-        validate_email(email)
-    except ValidationError:
-        raise _invalid("email", "Enter a valid email address.") from None
-    role = _checked_role(role)
-    user = User.objects.filter(email__iexact=email).first()
-    if user is None:
-        if password:
-            try:
-                validate_password(password, user=User(email=email))
-            except ValidationError as error:
-                raise InvalidRequest(
-                    error.messages[0],
-                    code="validation_error",
-                    param="password",
-                    fields={"password": error.messages},
-                ) from None
-        user = User.objects.create_user(email=email, password=password or None)
-    elif Membership.objects.filter(organization=organization, user=user).exists():
-        raise Conflict(
-            f"{email} is a member of this organization already.", code="already_a_member", param="email"
-        )
-    try:
-        with transaction.atomic():
-            return Membership.objects.create(organization=organization, user=user, role=role)
-    except IntegrityError as error:  # added by a concurrent request between the check and the insert
-        raise Conflict(
-            f"{email} is a member of this organization already.", code="already_a_member", param="email"
-        ) from error
-
-
-@transaction.atomic
 def membership_change_role(*, membership: Membership, role: str) -> Membership:
     """Gives the member ``role``; the organization's last owner cannot stop being one."""
     role = _checked_role(role)
@@ -193,3 +159,137 @@ def membership_remove(*, membership: Membership) -> None:
         user_id=membership.user_id, team__organization_id=membership.organization_id
     ).delete()
     membership.delete()
+
+
+# --- Invitations -----------------------------------------------------------------------------------
+# An invitation answers the same whether or not its address has an account on the gateway: the owner
+# learns nothing about other organizations' people. The accept link's token is shown once, when the
+# invitation is made; only its digest is stored.
+
+
+def _checked_email(email: str) -> str:
+    email = User.objects.normalize_email((email or "").strip()).lower()
+    try:
+        validate_email(email)
+    except ValidationError:
+        raise _invalid("email", "Enter a valid email address.") from None
+    return email
+
+
+def _already_a_member(email: str) -> Conflict:
+    return Conflict(
+        f"{email} is a member of this organization already.", code="already_a_member", param="email"
+    )
+
+
+@transaction.atomic
+def invitation_create(
+    *, organization: Organization, email: str, role: str = Role.MEMBER, invited_by: User | None = None
+) -> tuple[Invitation, str]:
+    """Invites ``email`` to the organization with ``role``; returns the invitation and the secret token
+    of its accept link (``/console/invitations/<token>/``), which is not kept."""
+    email = _checked_email(email)
+    role = _checked_role(role)
+    if Membership.objects.filter(organization=organization, user__email__iexact=email).exists():
+        raise _already_a_member(email)
+    now = timezone.now()
+    # An expired invitation is closed, so the address can be invited again.
+    Invitation.objects.filter(
+        organization=organization, email=email, status=InvitationStatus.PENDING, expires_at__lte=now
+    ).update(status=InvitationStatus.EXPIRED, closed_at=now)
+    token = secrets.token_urlsafe(32)
+    try:
+        with transaction.atomic():
+            invitation = Invitation.objects.create(
+                organization=organization,
+                email=email,
+                role=role,
+                invited_by=invited_by,
+                token_digest=invitation_token_digest(token),
+                expires_at=now + timedelta(days=settings.GATEWAY_INVITATION_TTL_DAYS),
+            )
+    except IntegrityError:
+        raise Conflict(
+            f"{email} has a pending invitation already: revoke it to invite again.",
+            code="invitation_pending",
+            param="email",
+        ) from None
+    return invitation, token
+
+
+def _locked_pending(invitation: Invitation) -> Invitation:
+    """The invitation locked until the transaction ends, if it can still be answered."""
+    invitation = Invitation.objects.select_for_update().select_related("organization").get(pk=invitation.pk)
+    if invitation.status != InvitationStatus.PENDING:
+        raise Conflict(f"This invitation was {invitation.status} already.", code="invitation_closed")
+    if timezone.now() >= invitation.expires_at:
+        raise Conflict(
+            "This invitation has expired: ask an owner of the organization to invite you again.",
+            code="invitation_expired",
+        )
+    return invitation
+
+
+def _close(invitation: Invitation, status: str) -> None:
+    invitation.status = status
+    invitation.closed_at = timezone.now()
+    invitation.save(update_fields=["status", "closed_at"])
+
+
+def _check_invitee(invitation: Invitation, user: User) -> None:
+    if invitation.email.lower() != (user.email or "").lower():
+        # Read like an invitation that does not exist: one account never sees another's.
+        raise NotFound("No such invitation for this account.")
+
+
+@transaction.atomic
+def invitation_revoke(*, invitation: Invitation) -> Invitation:
+    invitation = _locked_pending(invitation)
+    _close(invitation, InvitationStatus.REVOKED)
+    return invitation
+
+
+@transaction.atomic
+def invitation_accept(*, invitation: Invitation, user: User) -> Membership:
+    """``user`` (the account with the invited address) joins the organization with the invited role.
+    A membership they have already (single sign-on made it meanwhile) keeps its role."""
+    _check_invitee(invitation, user)
+    invitation = _locked_pending(invitation)
+    membership, _ = Membership.objects.get_or_create(
+        organization_id=invitation.organization_id, user=user, defaults={"role": invitation.role}
+    )
+    _close(invitation, InvitationStatus.ACCEPTED)
+    return membership
+
+
+@transaction.atomic
+def invitation_decline(*, invitation: Invitation, user: User) -> Invitation:
+    _check_invitee(invitation, user)
+    invitation = _locked_pending(invitation)
+    _close(invitation, InvitationStatus.DECLINED)
+    return invitation
+
+
+@transaction.atomic
+def invitation_sign_up(*, invitation: Invitation, password: str) -> Membership:
+    """Someone without an account, holding the accept link, chooses a password: the account is made
+    with the invited address and accepts the invitation. An address that has an account already signs
+    in and accepts instead (``account_exists``)."""
+    invitation = _locked_pending(invitation)
+    if User.objects.filter(email__iexact=invitation.email).exists():
+        raise Conflict(
+            f"{invitation.email} has an account already: sign in with it, then accept the invitation.",
+            code="account_exists",
+        )
+    try:
+        validate_password(password, user=User(email=invitation.email))
+    except ValidationError as error:
+        raise InvalidRequest(
+            error.messages[0], code="validation_error", param="password", fields={"password": error.messages}
+        ) from None
+    user = User.objects.create_user(email=invitation.email, password=password)
+    membership = Membership.objects.create(
+        organization_id=invitation.organization_id, user=user, role=invitation.role
+    )
+    _close(invitation, InvitationStatus.ACCEPTED)
+    return membership

@@ -8,7 +8,8 @@ sign-in is accepted here only when:
 
 - the connection is still active and its organization on a paid plan;
 - the identity provider says the email is verified (``email_verified`` true);
-- the email's domain is one of the connection's ``allowed_domains``.
+- the email's domain is one of the connection's ``allowed_domains``, and the organization has proved
+  it owns that domain (``SsoDomain``: a DNS TXT record, or an operator's approval).
 
 Otherwise a page says why, and no user, link or membership is made. When it is accepted, the person
 gets an account (unusable password) if they had none, and a membership in the connection's
@@ -35,6 +36,7 @@ from .errors import SignInRefused
 from .models import Protocol, SsoConnection
 from .policy import email_domain
 from .provider import PROVIDER
+from .selectors import domain_proved_by
 
 logger = logging.getLogger(__name__)
 
@@ -126,6 +128,13 @@ class SsoAccountAdapter(DefaultSocialAccountAdapter):
                 request,
                 f"{email_domain(email)} is not one of the email domains {connection.organization.name} "
                 "signs in with through this connection.",
+            )
+        if not domain_proved_by(organization_id=connection.organization_id, domain=email_domain(email)):
+            # An unproved domain signs no one in: its claim could be anyone's (docs/sso.md).
+            raise refused(
+                request,
+                f"{connection.organization.name} has not proved that it owns {email_domain(email)} yet; "
+                "an owner verifies the domain before it signs anyone in.",
             )
         try:
             membership = services.sso_member_sign_in(connection=connection, email=email)

@@ -1,10 +1,11 @@
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 
 from apps.core.admin_mixins import ServiceAdmin
+from apps.core.errors import GatewayError
 
 from . import services
-from .models import Protocol, SsoConnection
+from .models import Protocol, SsoConnection, SsoDomain
 from .validation import clean_domains, clean_issuer
 
 
@@ -121,3 +122,51 @@ class SsoConnectionAdmin(ServiceAdmin):
 
     def service_delete(self, request, obj: SsoConnection) -> None:
         services.sso_connection_delete(connection=obj)
+
+
+@admin.register(SsoDomain)
+class SsoDomainAdmin(admin.ModelAdmin):
+    """The domains the connections name, with their proof. Read only but for the two actions, which
+    go through the services: an operator approves a domain the organization owns (checked some other
+    way than DNS), or withdraws a proof. Domains come and go with the connections that name them."""
+
+    list_display = ("domain", "organization", "is_verified", "verified_by", "verified_at", "approved_by")
+    list_filter = ("verified_by",)
+    search_fields = ("domain", "organization__name")
+    readonly_fields = (
+        "id",
+        "organization",
+        "domain",
+        "verified_at",
+        "verified_by",
+        "approved_by",
+        "created_at",
+    )
+    fields = readonly_fields
+    actions = ("approve", "withdraw")
+
+    @admin.display(boolean=True, description="Proved")
+    def is_verified(self, obj: SsoDomain) -> bool:
+        return obj.is_verified
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.action(description="Approve: the organization owns these domains", permissions=["change"])
+    def approve(self, request, queryset) -> None:
+        for sso_domain in queryset:
+            try:
+                services.sso_domain_approve(sso_domain=sso_domain, approved_by=request.user.email)
+            except GatewayError as error:
+                self.message_user(request, f"{sso_domain.domain}: {error.message}", messages.ERROR)
+            else:
+                self.message_user(request, f"{sso_domain.domain} is proved for {sso_domain.organization}.")
+
+    @admin.action(description="Withdraw the proof", permissions=["change"])
+    def withdraw(self, request, queryset) -> None:
+        for sso_domain in queryset:
+            services.sso_domain_withdraw(sso_domain=sso_domain)
+        self.message_user(request, f"Withdrew the proof of {queryset.count()} domain(s).")

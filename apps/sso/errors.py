@@ -1,4 +1,4 @@
-from apps.core.errors import Conflict, PermissionDenied
+from apps.core.errors import Conflict, InvalidRequest, PermissionDenied, ServiceUnavailable
 
 
 class PlanRequired(PermissionDenied):
@@ -18,3 +18,15 @@ class SignInRefused(PermissionDenied):
     """A single sign-on that may not sign this account in (the message says why)."""
 
     code = "sso_sign_in_refused"
+
+
+class DomainNotProved(InvalidRequest):
+    """The domain's TXT record was not found (or holds another value)."""
+
+    code = "sso_domain_not_proved"
+
+
+class DnsUnavailable(ServiceUnavailable):
+    """No DNS resolver answered the domain's check in time."""
+
+    code = "sso_dns_unavailable"

@@ -58,11 +58,60 @@ class SsoConnection(UUIDModel):
 
 
 class SsoDomainClaim(models.Model):
-    """One row per domain of an active connection: the database, not a check before the write, keeps
-    a domain to one active connection across all organizations. Kept by apps/sso/services.py."""
+    """One row per domain of an active connection: within an organization the database, not a check
+    before the write, keeps a domain to one active connection. Across organizations a claim alone
+    decides nothing: sign-in routes a domain, and ``require_sso`` refuses passwords, only through the
+    organization that proved it (``SsoDomain``). Kept by apps/sso/services.py."""
 
-    domain = models.CharField(max_length=253, unique=True)
+    domain = models.CharField(max_length=253)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
     connection = models.ForeignKey(SsoConnection, on_delete=models.CASCADE, related_name="domain_claims")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=("organization", "domain"), name="sso_one_active_claim_per_domain")
+        ]
 
     def __str__(self) -> str:
         return self.domain
+
+
+class DomainVerification(models.TextChoices):
+    DNS = "dns", "DNS TXT record"
+    OPERATOR = "operator", "Approved by an operator"
+
+
+class SsoDomain(UUIDModel):
+    """An email domain an organization's connections name, and whether the organization has proved it
+    owns it: a TXT record with ``token`` at ``_<brand>-challenge.<domain>``, or an operator's approval
+    in the Django admin. Until then the domain routes nobody to the organization's identity provider
+    and refuses no one's password. One organization at most holds a domain verified (the database
+    says so). The row goes when none of the organization's connections names the domain any more."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="sso_domains")
+    domain = models.CharField(max_length=253)
+    token = models.CharField(max_length=64, editable=False)
+    verified_at = models.DateTimeField(null=True, blank=True)
+    verified_by = models.CharField(max_length=16, choices=DomainVerification.choices, blank=True, default="")
+    # The operator who approved it (an email, kept as text: the account may go, the record stays).
+    approved_by = models.CharField(max_length=254, blank=True, default="")
+
+    class Meta:
+        ordering = ("domain",)
+        constraints = [
+            models.UniqueConstraint(
+                fields=("organization", "domain"), name="sso_domain_once_per_organization"
+            ),
+            models.UniqueConstraint(
+                fields=("domain",),
+                condition=models.Q(verified_at__isnull=False),
+                name="sso_domain_verified_once",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.domain
+
+    @property
+    def is_verified(self) -> bool:
+        return self.verified_at is not None

@@ -1,15 +1,19 @@
 """Writes of SSO connections. Nothing on the proxy's path reads them, so unlike the routing
 configuration they do not bump the organization's configuration generation."""
 
+import secrets
+
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from apps.accounts.models import User
 from apps.core.errors import InvalidRequest
 from apps.organizations.models import Membership, Organization, Plan
 
+from . import dns
 from .addresses import check_issuer
-from .errors import DomainTaken, PlanRequired, SignInRefused
-from .models import MemberRole, Protocol, SsoConnection, SsoDomainClaim
+from .errors import DnsUnavailable, DomainNotProved, DomainTaken, PlanRequired, SignInRefused
+from .models import DomainVerification, MemberRole, Protocol, SsoConnection, SsoDomain, SsoDomainClaim
 from .validation import clean_certificate, clean_domains, clean_entity_id, clean_issuer, clean_sso_url
 
 SECRET_MIN_LENGTH = 8
@@ -103,28 +107,59 @@ def _check_require_sso(connection: SsoConnection) -> None:
 
 
 def _claim_domains(connection: SsoConnection) -> None:
-    """Makes the claims match the connection: its domains while it is active, none otherwise."""
+    """Makes the claims match the connection: its domains while it is active, none otherwise.
+
+    Within the organization a domain belongs to one active connection (so sign-in knows which one);
+    across organizations only a domain another organization has *proved* is refused here: an
+    unproved claim routes and refuses nothing, so it cannot squat a domain against its owner."""
     SsoDomainClaim.objects.filter(connection=connection).delete()
+    _keep_domain_rows(connection.organization_id)
     if not connection.is_active:
         return
-    taken = sorted(
-        SsoDomainClaim.objects.filter(domain__in=connection.allowed_domains).values_list("domain", flat=True)
+    domains = connection.allowed_domains
+    taken = set(
+        SsoDomainClaim.objects.filter(
+            organization_id=connection.organization_id, domain__in=domains
+        ).values_list("domain", flat=True)
+    ) | set(
+        SsoDomain.objects.filter(domain__in=domains, verified_at__isnull=False)
+        .exclude(organization_id=connection.organization_id)
+        .values_list("domain", flat=True)
     )
     if taken:
-        raise _taken(taken)
+        raise _taken(sorted(taken))
     try:
         with transaction.atomic():
             SsoDomainClaim.objects.bulk_create(
-                SsoDomainClaim(domain=domain, connection=connection) for domain in connection.allowed_domains
+                SsoDomainClaim(
+                    domain=domain, connection=connection, organization_id=connection.organization_id
+                )
+                for domain in domains
             )
     except IntegrityError:  # claimed by a concurrent write since the check above
-        raise _taken(connection.allowed_domains) from None
+        raise _taken(domains) from None
+
+
+def _keep_domain_rows(organization_id) -> None:
+    """One ``SsoDomain`` per domain the organization's connections name (a new one pending, with its
+    token); a domain none of them names any more is released, its proof with it."""
+    named = set()
+    for domains in SsoConnection.objects.filter(organization_id=organization_id).values_list(
+        "allowed_domains", flat=True
+    ):
+        named.update(domains)
+    SsoDomain.objects.filter(organization_id=organization_id).exclude(domain__in=named).delete()
+    existing = set(SsoDomain.objects.filter(organization_id=organization_id).values_list("domain", flat=True))
+    SsoDomain.objects.bulk_create(
+        SsoDomain(organization_id=organization_id, domain=domain, token=secrets.token_urlsafe(24))
+        for domain in sorted(named - existing)
+    )
 
 
 def _taken(domains: list[str]) -> DomainTaken:
     message = (
-        f"Already used by another active single sign-on connection: {', '.join(domains)}. A domain "
-        "belongs to one active connection."
+        f"Already used by another active single sign-on connection of this organization, or proved by "
+        f"another organization: {', '.join(domains)}. A domain signs in through one connection."
     )
     return DomainTaken(message, fields={"allowed_domains": [message]})
 
@@ -215,7 +250,66 @@ def sso_connection_update(
 
 @transaction.atomic
 def sso_connection_delete(*, connection: SsoConnection) -> None:
+    organization_id = connection.organization_id
     connection.delete()  # its domain claims go with it
+    _keep_domain_rows(organization_id)
+
+
+# --- Proving a domain ------------------------------------------------------------------------------
+# A domain routes "Sign in with SSO" to an organization, and its ``require_sso`` refuses passwords,
+# only once the organization has proved it: a DNS TXT record the owner publishes (checked when they
+# ask), or an operator's approval in the Django admin. One organization at most holds it proved.
+
+
+def _mark_verified(sso_domain: SsoDomain, *, method: str, approved_by: str = "") -> SsoDomain:
+    sso_domain.verified_at = timezone.now()
+    sso_domain.verified_by = method
+    sso_domain.approved_by = approved_by
+    try:
+        with transaction.atomic():
+            sso_domain.save(update_fields=["verified_at", "verified_by", "approved_by"])
+    except IntegrityError:  # proved by another organization (the partial unique index says so)
+        raise DomainTaken(
+            f"{sso_domain.domain} is proved by another organization already. Ask the gateway's operator "
+            "if it is yours."
+        ) from None
+    return sso_domain
+
+
+def sso_domain_verify_dns(*, sso_domain: SsoDomain) -> SsoDomain:
+    """Checks the domain's TXT record now and marks it proved when the record holds its token."""
+    if sso_domain.is_verified:
+        return sso_domain
+    try:
+        present = dns.txt_record_present(domain=sso_domain.domain, token=sso_domain.token)
+    except dns.DnsUnavailable:
+        raise DnsUnavailable(
+            "No DNS resolver answered in time; try again later, or ask the gateway's operator."
+        ) from None
+    if not present:
+        raise DomainNotProved(
+            f"No TXT record {dns.challenge_name(sso_domain.domain)} with the value "
+            f"{dns.challenge_value(sso_domain.token)} was found. Publish it and check again (DNS changes "
+            "can take a while to reach every resolver)."
+        )
+    return _mark_verified(sso_domain, method=DomainVerification.DNS)
+
+
+def sso_domain_approve(*, sso_domain: SsoDomain, approved_by: str) -> SsoDomain:
+    """An operator's approval (Django admin): the organization owns the domain, checked some other
+    way. ``approved_by`` names the operator in the record."""
+    if sso_domain.is_verified:
+        return sso_domain
+    return _mark_verified(sso_domain, method=DomainVerification.OPERATOR, approved_by=approved_by)
+
+
+def sso_domain_withdraw(*, sso_domain: SsoDomain) -> SsoDomain:
+    """Takes the proof back (Django admin): the domain routes and refuses nothing again until proved."""
+    sso_domain.verified_at = None
+    sso_domain.verified_by = ""
+    sso_domain.approved_by = ""
+    sso_domain.save(update_fields=["verified_at", "verified_by", "approved_by"])
+    return sso_domain
 
 
 @transaction.atomic

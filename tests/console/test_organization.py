@@ -8,10 +8,10 @@ import pytest
 
 from apps.accounts.models import User
 from apps.limits.models import Limits
-from apps.organizations.models import Membership
+from apps.organizations.models import Invitation, Membership
 from apps.teams.models import TeamMembership
 from tests.console.conftest import post_form
-from tests.factories import PASSWORD, MembershipFactory, ModelAliasFactory, TeamFactory
+from tests.factories import MembershipFactory, ModelAliasFactory, TeamFactory
 from tests.management.generations import bumps_generation
 
 pytestmark = pytest.mark.django_db
@@ -183,74 +183,57 @@ def test_everyone_reads_the_members_with_their_roles_but_only_owners_get_the_for
         client.membership.user.email in page and organization.memberships.get(role="owner").user.email in page
     )
     assert outsider.user.email not in page
-    assert "Add a member" not in page and 'name="role"' not in page
+    assert "Invite someone" not in page and 'name="role"' not in page
     owner = organization.memberships.get(role="owner")
     owner_client = console_for(organization, "owner")
     page = owner_client.get(MEMBERS).content.decode()
-    assert "Add a member" in page and f"/console/organization/members/{owner.id}/role" in page
+    assert "Invite someone" in page and f"/console/organization/members/{owner.id}/role" in page
 
 
-def test_an_owner_adds_a_new_person_without_a_password(console_for, organization):
-    client = console_for(organization, "owner")
-    response = post_form(
-        client, MEMBERS, f"{MEMBERS}add", {"email": " New.Person@Example.com ", "role": "admin"}
-    )
-    assert response.status_code == 302
-    user = User.objects.get(email="new.person@example.com")
-    assert not user.has_usable_password()
-    assert Membership.objects.get(organization=organization, user=user).role == "admin"
-    assert "new.person@example.com" in client.get(MEMBERS).content.decode()
-
-
-def test_an_owner_adds_a_new_person_with_an_initial_password(console_for, organization):
+def test_an_owner_invites_and_nobody_joins_until_the_person_accepts(console_for, organization, outsider):
+    """The same page whether or not the address has an account; nothing is made before an answer."""
     owner = console_for(organization, "owner")
-    response = post_form(
-        owner,
-        MEMBERS,
-        f"{MEMBERS}add",
-        {"email": "first@example.com", "role": "member", "password": PASSWORD},
-    )
-    assert response.status_code == 302
-    assert PASSWORD not in owner.get(MEMBERS).content.decode()
-    user = User.objects.get(email="first@example.com")
-    assert user.check_password(PASSWORD)
-    assert Membership.objects.get(organization=organization, user=user).role == "member"
-
-
-def test_an_existing_account_keeps_its_own_password(console_for, organization, outsider):
     someone = outsider.user  # an account of another organization
-    owner = console_for(organization, "owner")
-    response = post_form(
-        owner,
-        MEMBERS,
-        f"{MEMBERS}add",
-        {"email": someone.email.upper(), "role": "member", "password": "an-owner-chosen-password"},
-    )
-    assert response.status_code == 302
-    someone.refresh_from_db()
-    assert someone.check_password(PASSWORD) and not someone.check_password("an-owner-chosen-password")
-    assert Membership.objects.get(organization=organization, user=someone).role == "member"
-    # Their other organization is untouched.
-    assert Membership.objects.get(organization=outsider.organization, user=someone).role == "owner"
+    pages = []
+    for email in (" New.Person@Example.com ", someone.email.upper()):
+        response = post_form(owner, MEMBERS, f"{MEMBERS}invite", {"email": email, "role": "admin"})
+        assert response.status_code == 201
+        pages.append(response.content.decode())
+    assert all("/console/invitations/" in page and "shown once" in page for page in pages)
+    assert not User.objects.filter(email="new.person@example.com").exists()
+    assert not Membership.objects.filter(organization=organization, user=someone).exists()
+    listed = owner.get(MEMBERS).content.decode()
+    assert "new.person@example.com" in listed and someone.email in listed and "pending" in listed
+    assert Invitation.objects.filter(organization=organization, status="pending").count() == 2
 
 
-def test_a_refused_add_says_why_and_adds_nobody(console_for, organization):
+def test_a_refused_invitation_says_why_and_invites_nobody(console_for, organization):
     owner = console_for(organization, "owner")
     existing = MembershipFactory(organization=organization, role="member").user
     cases = [
         ({"email": "not-an-email", "role": "member"}, 400, "valid email address"),
         ({"email": "x@example.com", "role": "superuser"}, 400, "One of owner, admin, member."),
-        ({"email": "x@example.com", "role": "member", "password": "123"}, 400, "too short"),
         ({"email": existing.email, "role": "member"}, 409, "is a member of this organization already"),
     ]
     for data, status, message in cases:
-        response = post_form(owner, MEMBERS, f"{MEMBERS}add", data)
+        response = post_form(owner, MEMBERS, f"{MEMBERS}invite", data)
         assert response.status_code == status, data
-        page = response.content.decode()
-        assert message in page, data
-        assert "123" not in page.split("Nothing was saved")[1].split("</div>")[0]
-    assert not User.objects.filter(email="x@example.com").exists()
+        assert message in response.content.decode(), data
+    assert not Invitation.objects.exists()
     assert organization.memberships.count() == 3
+
+
+def test_an_owner_revokes_a_pending_invitation(console_for, organization):
+    owner = console_for(organization, "owner")
+    post_form(owner, MEMBERS, f"{MEMBERS}invite", {"email": "later@example.com", "role": "member"})
+    invitation = Invitation.objects.get(email="later@example.com")
+    response = post_form(owner, MEMBERS, f"/console/organization/invitations/{invitation.id}/revoke", {})
+    assert response.status_code == 302
+    invitation.refresh_from_db()
+    assert invitation.status == "revoked"
+    # Revoked: the address can be invited again.
+    response = post_form(owner, MEMBERS, f"{MEMBERS}invite", {"email": "later@example.com", "role": "member"})
+    assert response.status_code == 201
 
 
 def test_an_owner_changes_roles_but_the_last_owner_stays_an_owner(console_for, organization):
@@ -308,7 +291,7 @@ def test_an_owner_who_removes_themselves_loses_access_at_once(console_for, organ
 @pytest.mark.parametrize(
     ("path", "data"),
     [
-        ("add", {"email": "sneaky@example.com", "role": "owner"}),
+        ("invite", {"email": "sneaky@example.com", "role": "owner"}),
         ("{id}/role", {"role": "owner"}),
         ("{id}/remove", {}),
     ],
@@ -320,7 +303,7 @@ def test_only_owners_manage_members_on_the_server(console_for, organization, rol
     assert response.status_code == 403
     target.refresh_from_db()
     assert target.role == "member"
-    assert not User.objects.filter(email="sneaky@example.com").exists()
+    assert not Invitation.objects.exists()
     client.membership.refresh_from_db()
     assert client.membership.role == role
 

@@ -10,6 +10,7 @@ from apps.sso import services as sso
 from tests.e2e.conftest import screenshot
 from tests.oidc_provider import IdpUser, OidcProvider
 from tests.servers import daphne_server
+from tests.sso.flow import prove_domains
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -37,7 +38,7 @@ def gateway(django_db_setup, static_root, tmp_path_factory, identity_provider) -
 
 @pytest.fixture
 def connection(organization, identity_provider):
-    return sso.sso_connection_create(
+    connection = sso.sso_connection_create(
         organization=organization,
         name="Acme IdP",
         issuer=identity_provider.issuer,
@@ -46,6 +47,8 @@ def connection(organization, identity_provider):
         allowed_domains=["acme.test"],
         default_role="admin",
     )
+    prove_domains(connection)  # routes nobody before it is proved (an operator's approval here)
+    return connection
 
 
 def test_a_new_person_signs_in_through_the_identity_provider_and_joins_as_an_admin(

@@ -9,7 +9,8 @@ from django.utils.deprecation import RemovedInDjango60Warning
 
 from apps.catalog.models import ModelAlias, ModelPrice
 from apps.keys.models import ApiKey
-from apps.organizations.models import Membership, Organization
+from apps.organizations.models import Invitation, Membership, Organization
+from apps.organizations.services import invitation_accept
 from apps.providers.models import ProviderKey
 from apps.teams.models import Team, TeamMembership
 from tests.factories import (
@@ -564,12 +565,22 @@ def test_the_admin_console_changes_organization_members_through_the_services(
     admin_browser, organization, owner
 ):
     person = UserFactory(email="newcomer@example.com")
+    # Nobody is added without their consent: no add page; staff invite, as an owner does.
     response = admin_browser.post(
         f"{ORGANIZATION_MEMBERSHIPS}/add/",
         {"organization": organization.id, "user": person.id, "role": "admin"},
     )
-    assert response.status_code == 302, form_errors(response)
-    added = Membership.objects.get(organization=organization, user=person)
+    assert response.status_code == 403
+    response = admin_browser.post(
+        "/admin/organizations/invitation/add/",
+        {"organization": organization.id, "email": person.email, "role": "admin"},
+        follow=True,
+    )
+    assert response.status_code == 200 and "/console/invitations/" in response.content.decode()
+    invitation = Invitation.objects.get(organization=organization, email=person.email)
+    assert invitation.status == "pending" and invitation.role == "admin"
+    assert not Membership.objects.filter(organization=organization, user=person).exists()
+    added = invitation_accept(invitation=invitation, user=person)
     assert added.role == "admin"
 
     # The last owner can be neither demoted nor removed: the service refuses, nothing changes.

@@ -9,15 +9,17 @@ import requests
 from django.test import Client
 
 from apps.sso import services
-from apps.sso.models import SsoConnection
+from apps.sso.models import SsoConnection, SsoDomain
 from tests.console.conftest import csrf_token
 
 INITIATE = "/api/v1/auth/sso/initiate"
 
 
-def connect(organization, provider, **fields) -> SsoConnection:
+def connect(organization, provider, *, proved: bool = True, **fields) -> SsoConnection:
+    """A connection to the test identity provider; its domains proved (an operator's approval, as the
+    Django admin's action does) unless ``proved`` is false."""
     fields.setdefault("allowed_domains", ["acme.test"])
-    return services.sso_connection_create(
+    connection = services.sso_connection_create(
         organization=organization,
         name=fields.pop("name", "Acme identity provider"),
         issuer=provider.issuer,
@@ -25,6 +27,17 @@ def connect(organization, provider, **fields) -> SsoConnection:
         client_secret=provider.client_secret,
         **fields,
     )
+    if proved:
+        prove_domains(connection)
+    return connection
+
+
+def prove_domains(connection: SsoConnection, domains=None) -> None:
+    """The operator's approval of the connection's domains (apps/sso/services.py, the admin's action)."""
+    for sso_domain in SsoDomain.objects.filter(
+        organization_id=connection.organization_id, domain__in=domains or connection.allowed_domains
+    ):
+        services.sso_domain_approve(sso_domain=sso_domain, approved_by="operator@tests")
 
 
 def browser() -> Client:

@@ -7,6 +7,7 @@ from apps.sso.models import SsoConnection
 from tests.factories import UserFactory
 from tests.management.admin_forms import admin_post, form_errors
 from tests.sso.conftest import new_secret
+from tests.sso.flow import prove_domains
 
 pytestmark = pytest.mark.django_db
 ADD = "/admin/sso/ssoconnection/add/"
@@ -91,13 +92,16 @@ def test_the_admin_console_refuses_what_the_api_refuses(admin_browser, organizat
     assert not SsoConnection.objects.exists()
 
 
-def test_the_service_refuses_a_domain_claimed_by_an_active_connection(organization, outsider):
+def test_the_service_refuses_a_domain_another_organization_proved(organization, outsider):
     fields = {
         "name": "Okta",
         "issuer": "https://login.example.com",
         "client_id": "client-1",
         "allowed_domains": ["example.com"],
     }
-    services.sso_connection_create(organization=outsider.organization, client_secret=new_secret(), **fields)
+    theirs = services.sso_connection_create(
+        organization=outsider.organization, client_secret=new_secret(), **fields
+    )
+    prove_domains(theirs)
     with pytest.raises(services.DomainTaken):
         services.sso_connection_create(organization=organization, client_secret=new_secret(), **fields)

@@ -5,6 +5,7 @@ from apps.sso.models import SsoConnection
 from tests.conftest import login
 from tests.factories import MembershipFactory
 from tests.sso.conftest import CONNECTIONS, connection_body, create_connection, new_secret
+from tests.sso.flow import prove_domains
 
 pytestmark = pytest.mark.django_db
 
@@ -134,8 +135,9 @@ def test_the_free_plan_cannot_activate_a_connection(session_client, organization
     assert session_client.delete(url).status_code == 204
 
 
-def test_a_domain_of_another_organizations_active_connection_is_409(session_client, outsider_client):
-    create_connection(outsider_client, allowed_domains=["example.com"])
+def test_a_domain_another_organization_proved_is_409(session_client, outsider_client):
+    theirs = create_connection(outsider_client, allowed_domains=["example.com"])
+    prove_domains(SsoConnection.objects.get(pk=theirs["id"]))
     response = session_client.post(
         CONNECTIONS, connection_body(allowed_domains=["EXAMPLE.com"]), format="json"
     )
@@ -158,22 +160,30 @@ def test_a_domain_of_another_organizations_active_connection_is_409(session_clie
     assert session_client.get(f"{CONNECTIONS}/{other['id']}").json()["allowed_domains"] == ["example.net"]
 
 
-def test_a_domain_is_free_again_once_its_connection_is_deactivated_or_deleted(
-    session_client, outsider_client
-):
-    theirs = create_connection(outsider_client, allowed_domains=["example.com"], require_sso=True)
-    response = outsider_client.patch(f"{CONNECTIONS}/{theirs['id']}", {"is_active": False}, format="json")
-    assert response.json()["require_sso"] is False  # deactivating turns require_sso off
+def test_an_unproved_claim_of_another_organization_blocks_nobody(session_client, outsider_client):
+    """A claim alone proves nothing, so it cannot squat a domain against the organization that owns it."""
+    create_connection(outsider_client, allowed_domains=["example.com"], require_sso=True)
+    assert session_client.post(CONNECTIONS, connection_body(), format="json").status_code == 201
+
+
+def test_within_an_organization_a_domain_has_one_active_connection(session_client):
     mine = create_connection(session_client, allowed_domains=["example.com"])
-    assert (
-        outsider_client.patch(f"{CONNECTIONS}/{theirs['id']}", {"is_active": True}, format="json").status_code
-        == 409
-    )
-    assert session_client.delete(f"{CONNECTIONS}/{mine['id']}").status_code == 204
-    assert (
-        outsider_client.patch(f"{CONNECTIONS}/{theirs['id']}", {"is_active": True}, format="json").status_code
-        == 200
-    )
+    response = session_client.post(CONNECTIONS, connection_body(), format="json")
+    assert response.status_code == 409 and response.json()["error"]["code"] == "sso_domain_taken"
+    session_client.patch(f"{CONNECTIONS}/{mine['id']}", {"is_active": False}, format="json")
+    second = create_connection(session_client, allowed_domains=["example.com"])
+    activate = {"is_active": True}
+    assert session_client.patch(f"{CONNECTIONS}/{mine['id']}", activate, format="json").status_code == 409
+    assert session_client.delete(f"{CONNECTIONS}/{second['id']}").status_code == 204
+    assert session_client.patch(f"{CONNECTIONS}/{mine['id']}", activate, format="json").status_code == 200
+
+
+def test_a_proof_is_released_with_the_last_connection_that_names_the_domain(session_client, outsider_client):
+    theirs = create_connection(outsider_client, allowed_domains=["example.com"])
+    prove_domains(SsoConnection.objects.get(pk=theirs["id"]))
+    assert session_client.post(CONNECTIONS, connection_body(), format="json").status_code == 409
+    assert outsider_client.delete(f"{CONNECTIONS}/{theirs['id']}").status_code == 204
+    assert session_client.post(CONNECTIONS, connection_body(), format="json").status_code == 201
 
 
 @pytest.mark.parametrize(

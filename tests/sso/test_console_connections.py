@@ -9,6 +9,7 @@ from apps.sso.models import SsoConnection
 from tests.console.conftest import csrf_token, post_form
 from tests.factories import MembershipFactory
 from tests.sso.conftest import new_secret
+from tests.sso.flow import prove_domains
 
 pytestmark = pytest.mark.django_db
 
@@ -91,10 +92,10 @@ def test_the_free_plan_is_a_clear_refusal(owner_console, organization):
 
 
 def test_a_domain_of_another_organization_is_a_conflict(owner_console, outsider):
-    make_connection(outsider.organization, allowed_domains=["acme.test"])
+    prove_domains(make_connection(outsider.organization, allowed_domains=["acme.test"]))
     response = post_form(owner_console, NEW, NEW, form(allowed_domains="acme.test"))
     assert response.status_code == 409
-    assert "Already used by another active single sign-on connection: acme.test" in response.content.decode()
+    assert "proved by another organization: acme.test" in response.content.decode()
     assert SsoConnection.objects.count() == 1
 
 

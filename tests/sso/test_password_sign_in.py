@@ -17,7 +17,7 @@ from apps.accounts.models import User
 from apps.sso import services
 from tests.console.conftest import csrf_token
 from tests.factories import PASSWORD, MembershipFactory, OrganizationFactory, UserFactory
-from tests.sso.flow import browser, form_value, password_sign_in, signed_in_user_id
+from tests.sso.flow import browser, form_value, password_sign_in, prove_domains, signed_in_user_id
 
 pytestmark = pytest.mark.django_db
 
@@ -55,8 +55,8 @@ def member_of(organization, email: str, role: str = "member"):
     return MembershipFactory(organization=organization, user=UserFactory(email=email), role=role)
 
 
-def require_sso(organization, *, domains=("acme.test",), required=True):
-    return services.sso_connection_create(
+def require_sso(organization, *, domains=("acme.test",), required=True, proved=True):
+    connection = services.sso_connection_create(
         organization=organization,
         name="Acme IdP",
         issuer="https://login.acme.test",
@@ -65,6 +65,9 @@ def require_sso(organization, *, domains=("acme.test",), required=True):
         allowed_domains=list(domains),
         require_sso=required,
     )
+    if proved:
+        prove_domains(connection)
+    return connection
 
 
 # --- Two-factor ---------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from apps.organizations.models import Membership, Organization
 from apps.sso import services
 from tests.console.conftest import csrf_token
 from tests.factories import MembershipFactory, OrganizationFactory
-from tests.sso.flow import INITIATE, browser, initiate, signed_in_user_id
+from tests.sso.flow import INITIATE, browser, initiate, prove_domains, signed_in_user_id
 
 pytestmark = pytest.mark.django_db
 
@@ -45,7 +45,7 @@ def idp(_saml_identity_provider):
 def acme(idp):
     organization = OrganizationFactory(name="Acme", slug="acme", plan="growth")
     MembershipFactory(organization=organization, role="owner")
-    return services.sso_connection_create(
+    connection = services.sso_connection_create(
         organization=organization,
         name="Acme SAML",
         protocol="saml",
@@ -55,6 +55,8 @@ def acme(idp):
         allowed_domains=["acme.test"],
         default_role="admin",
     )
+    prove_domains(connection)
+    return connection
 
 
 def at_idp(idp, url: str) -> dict:

@@ -39,6 +39,12 @@ def rate_summary(instance) -> str:
     return " · ".join(part for part in parts if part) or "—"
 
 
+@register.filter
+def invitation_status(invitation, now) -> str:
+    """An invitation's status at ``now`` (a pending one past its date reads expired)."""
+    return invitation.current_status(now)
+
+
 @register.inclusion_tag("console/includes/nav.html", takes_context=True)
 def console_navigation(context) -> dict:
     match = context["request"].resolver_match

@@ -3,14 +3,17 @@ and retention, data regions, what limits do while Redis is unreachable, the resp
 organization's own budget and rate limits; the plan is shown, never changed here) and its members.
 
 Everyone reads both pages. Admins and owners change the settings, as the API allows; only owners
-add members, change a role or remove a member, and the organization always keeps one owner.
+invite people (an account joins only by accepting), change a role or remove a member, and the
+organization always keeps one owner.
 (``/console/organization/`` itself is the organization switch of the top bar.)
 """
 
+from django.conf import settings
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import path
+from django.urls import path, reverse
 from django.utils import timezone
+from django.views.decorators.cache import never_cache
 
 from apps.catalog.selectors import default_price_of, model_aliases_of
 from apps.console.access import Console, console_view
@@ -145,6 +148,11 @@ def _members_page(request, console: Console, *, errors=None, form=None, status=2
         {
             "console": console,
             "memberships": selectors.memberships_of(console.organization.id),
+            "invitations": selectors.invitations_of(console.organization.id)[:100]
+            if console.is_owner
+            else (),
+            "now": timezone.now(),
+            "invitation_ttl_days": settings.GATEWAY_INVITATION_TTL_DAYS,
             "roles": Role.values,
             "errors": errors or {},
             "form": form,
@@ -162,19 +170,41 @@ def organization_members(request, console: Console):
     return _members_page(request, console)
 
 
+@never_cache  # the page carries the only copy of the accept link
 @console_view(role=Role.OWNER, methods=("POST",))
-def member_add(request, console: Console):
+def member_invite(request, console: Console):
+    """Invites an address (the same answer whether or not it has an account); the accept link is
+    shown once, on the page this answers."""
     try:
-        membership = services.membership_add(
+        invitation, token = services.invitation_create(
             organization=console.organization,
             email=request.POST.get("email", ""),
             role=request.POST.get("role", Role.MEMBER),
-            password=request.POST.get("password") or None,
+            invited_by=console.user,
         )
     except GatewayError as error:
-        form = {name: request.POST.get(name, "") for name in ("email", "role")}  # never the password
+        form = {name: request.POST.get(name, "") for name in ("email", "role")}
         return _members_page(request, console, errors=service_errors(error), form=form, status=error.status)
-    messages.success(request, f"Added {membership.user.email} as {membership.role}.")
+    return render(
+        request,
+        "console/organization/invited.html",
+        {
+            "console": console,
+            "invitation": invitation,
+            "link": request.build_absolute_uri(reverse("console:invitation-link", kwargs={"token": token})),
+        },
+        status=201,
+    )
+
+
+@console_view(role=Role.OWNER, methods=("POST",))
+def invitation_revoke(request, console: Console, invitation_id):
+    invitation = get_object_or_404(selectors.invitations_of(console.organization.id), pk=invitation_id)
+    try:
+        services.invitation_revoke(invitation=invitation)
+    except GatewayError as error:
+        return _members_page(request, console, errors=service_errors(error), status=error.status)
+    messages.success(request, f"Revoked the invitation of {invitation.email}.")
     return redirect("console:organization-members")
 
 
@@ -208,7 +238,12 @@ urlpatterns = [
     path("organization/settings/", organization_settings, name="organization-settings"),
     path("organization/settings/edit", organization_settings_update, name="organization-settings-update"),
     path("organization/members/", organization_members, name="organization-members"),
-    path("organization/members/add", member_add, name="organization-member-add"),
+    path("organization/members/invite", member_invite, name="organization-member-invite"),
+    path(
+        "organization/invitations/<uuid:invitation_id>/revoke",
+        invitation_revoke,
+        name="organization-invitation-revoke",
+    ),
     path(
         "organization/members/<uuid:membership_id>/role", member_change_role, name="organization-member-role"
     ),

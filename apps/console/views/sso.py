@@ -19,7 +19,7 @@ from apps.console.areas import Navigation
 from apps.console.forms import check, flag, labels, service_errors, text
 from apps.core.errors import GatewayError
 from apps.organizations.models import Plan, Role
-from apps.sso import selectors, services
+from apps.sso import dns, selectors, services
 from apps.sso.api.serializers import SsoConnectionWriteSerializer
 from apps.sso.models import MemberRole, Protocol, SsoConnection
 from apps.sso.saml import sp_urls
@@ -85,13 +85,42 @@ def _connection(console: Console, connection_id) -> SsoConnection:
     )
 
 
-@console_view(role=Role.OWNER)
-def sso_connection_list(request, console: Console):
+def _list_page(request, console: Console, *, errors=None, status=200):
     connections = [
         (connection, callback_url(request, connection))
         for connection in selectors.sso_connections(organization_id=console.organization.id)
     ]
-    return render(request, "console/sso/list.html", _context(console, rows=connections))
+    domains = list(selectors.sso_domains(organization_id=console.organization.id))
+    for sso_domain in domains:
+        sso_domain.txt_name = dns.challenge_name(sso_domain.domain)
+        sso_domain.txt_value = dns.challenge_value(sso_domain.token)
+    return render(
+        request,
+        "console/sso/list.html",
+        _context(console, rows=connections, domains=domains, errors=errors or {}),
+        status=status,
+    )
+
+
+@console_view(role=Role.OWNER)
+def sso_connection_list(request, console: Console):
+    return _list_page(request, console)
+
+
+@console_view(role=Role.OWNER, methods=("POST",))
+def sso_domain_verify(request, console: Console, domain_id):
+    """Looks for the domain's TXT record now (the API's ``POST /api/v1/sso/domains/{id}/verify``)."""
+    sso_domain = get_object_or_404(
+        selectors.sso_domains(organization_id=console.organization.id), pk=domain_id
+    )
+    try:
+        services.sso_domain_verify_dns(sso_domain=sso_domain)
+    except GatewayError as error:
+        return _list_page(request, console, errors={sso_domain.domain: [error.message]}, status=error.status)
+    messages.success(
+        request, f"{sso_domain.domain} is proved: it signs in through {console.organization.name}."
+    )
+    return redirect("console:sso-connections")
 
 
 @console_view(role=Role.OWNER, methods=("GET", "POST"))
@@ -180,6 +209,7 @@ NAVIGATION = Navigation("SSO", "console:sso-connections", "sso-connection")
 urlpatterns = [
     path("sso/", sso_connection_list, name="sso-connections"),
     path("sso/new", sso_connection_create, name="sso-connection-create"),
+    path("sso/domains/<uuid:domain_id>/verify", sso_domain_verify, name="sso-domain-verify"),
     path("sso/<uuid:connection_id>/", sso_connection_detail, name="sso-connection"),
     path("sso/<uuid:connection_id>/edit", sso_connection_update, name="sso-connection-update"),
     path("sso/<uuid:connection_id>/delete", sso_connection_delete, name="sso-connection-delete"),

@@ -1,7 +1,16 @@
 from django.urls import path
+from rest_framework.routers import SimpleRouter
 
+from .invitations import OrganizationInvitationViewSet, ReceivedInvitationViewSet
 from .views import CurrentOrganizationView
+
+router = SimpleRouter(trailing_slash=False)
+router.register(
+    "organizations/current/invitations", OrganizationInvitationViewSet, basename="organization-invitation"
+)
+router.register("invitations", ReceivedInvitationViewSet, basename="invitation")
 
 urlpatterns = [
     path("organizations/current", CurrentOrganizationView.as_view(), name="organization-current"),
+    *router.urls,
 ]

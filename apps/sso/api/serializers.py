@@ -4,8 +4,8 @@ from rest_framework import serializers
 
 from apps.core.api.fields import StrictBooleanField, StrictCharField
 from apps.core.api.serializers import ClosedSerializer
-from apps.sso import services
-from apps.sso.models import MemberRole, Protocol, SsoConnection
+from apps.sso import dns, services
+from apps.sso.models import MemberRole, Protocol, SsoConnection, SsoDomain
 from apps.sso.validation import (
     CERTIFICATE_MAX_LENGTH,
     CERTIFICATE_SCHEMA_PATTERN,
@@ -323,3 +323,29 @@ class SsoAuthorizationSerializer(serializers.Serializer):
         help_text="The identity provider's authorization endpoint with client_id, redirect_uri, scope, "
         "state, nonce and the PKCE challenge (S256). Open it in the browser that should be signed in.",
     )
+
+
+class TxtRecordSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    type = serializers.CharField()
+    value = serializers.CharField()
+
+
+class SsoDomainSerializer(serializers.ModelSerializer):
+    """A domain the organization's connections name, and whether the organization has proved it owns
+    it (it routes and refuses nothing before)."""
+
+    verified = serializers.BooleanField(source="is_verified")
+    txt_record = serializers.SerializerMethodField(help_text="What to publish to prove it by DNS.")
+
+    class Meta:
+        model = SsoDomain
+        fields = ("id", "domain", "verified", "verified_at", "verified_by", "txt_record", "created_at")
+
+    @extend_schema_field(TxtRecordSerializer)
+    def get_txt_record(self, sso_domain) -> dict:
+        return {
+            "name": dns.challenge_name(sso_domain.domain),
+            "type": "TXT",
+            "value": dns.challenge_value(sso_domain.token),
+        }

@@ -1,6 +1,7 @@
 from django.conf import settings
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, status
+from rest_framework.decorators import action
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -9,12 +10,13 @@ from apps.core.api.schema import ErrorSerializer, ManagementAutoSchema
 from apps.organizations.models import Role
 from apps.organizations.tenancy import OrganizationScopedViewSet
 from apps.sso import services, signin
-from apps.sso.models import SsoConnection
+from apps.sso.models import SsoConnection, SsoDomain
 
 from .serializers import (
     SsoAuthorizationSerializer,
     SsoConnectionSerializer,
     SsoConnectionWriteSerializer,
+    SsoDomainSerializer,
     SsoInitiateSerializer,
 )
 
@@ -52,6 +54,34 @@ class SsoConnectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Org
     def destroy(self, request, pk=None):
         services.sso_connection_delete(connection=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SsoDomainViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OrganizationScopedViewSet):
+    """The email domains the organization's connections name, proved or not (docs/sso.md, "Proving a
+    domain"). Owners only. A domain appears when a connection names it and goes when none does."""
+
+    queryset = SsoDomain.objects.all()
+    serializer_class = SsoDomainSerializer
+    read_role = Role.OWNER
+    write_role = Role.OWNER
+    http_method_names = ["get", "post", "options"]
+    # The TXT record not found; proved by another organization (503 below: no resolver answered).
+    error_statuses = {"verify": (400, 409)}
+
+    @extend_schema(
+        request=None,
+        responses={
+            200: SsoDomainSerializer,
+            503: OpenApiResponse(
+                ErrorSerializer, description="No DNS resolver answered in time (`sso_dns_unavailable`)."
+            ),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def verify(self, request, pk=None):
+        """Looks for the domain's TXT record now; proved when it holds the domain's value."""
+        sso_domain = services.sso_domain_verify_dns(sso_domain=self.get_object())
+        return Response(SsoDomainSerializer(sso_domain).data)
 
 
 class _BodyRequired(ManagementAutoSchema):

@@ -5,13 +5,14 @@ CSRF and refused input."""
 from decimal import Decimal
 
 import pytest
+from django.test import Client
 
 from apps.accounts.models import User
 from apps.limits.models import Limits
 from apps.organizations.models import Invitation, Membership
 from apps.teams.models import TeamMembership
 from tests.console.conftest import post_form
-from tests.factories import MembershipFactory, ModelAliasFactory, TeamFactory
+from tests.factories import MembershipFactory, ModelAliasFactory, TeamFactory, UserFactory
 from tests.management.generations import bumps_generation
 
 pytestmark = pytest.mark.django_db
@@ -333,3 +334,32 @@ def test_posts_without_the_csrf_token_are_refused(console_for, organization):
     assert Membership.objects.filter(pk=member.pk).exists()
     organization.refresh_from_db()
     assert organization.name != "X"
+
+
+def test_the_invited_person_sees_and_accepts_in_the_console_even_without_an_organization(
+    console_for, organization
+):
+    owner = console_for(organization, "owner")
+    newcomer = UserFactory(email="solo@example.com")  # an account of no organization yet
+    post_form(owner, MEMBERS, f"{MEMBERS}invite", {"email": newcomer.email, "role": "admin"})
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(newcomer)
+    assert browser.get(MEMBERS).status_code == 403  # no organization yet: the refusal links here
+    page = browser.get("/console/invitations/").content.decode()
+    assert organization.name in page and "Accept" in page
+    invitation = Invitation.objects.get(email=newcomer.email)
+    response = post_form(browser, "/console/invitations/", f"/console/invitations/{invitation.id}/accept", {})
+    assert response.status_code == 302
+    assert Membership.objects.get(organization=organization, user=newcomer).role == "admin"
+    assert browser.get(MEMBERS).status_code == 200
+    # Someone else cannot answer it, even knowing its id.
+    other = console_for(organization, "member")
+    second = Invitation.objects.create(
+        organization=organization,
+        email="third@example.com",
+        role="member",
+        token_digest="x" * 64,
+        expires_at=invitation.expires_at,
+    )
+    response = post_form(other, "/console/invitations/", f"/console/invitations/{second.id}/accept", {})
+    assert response.status_code == 404

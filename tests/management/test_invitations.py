@@ -1,0 +1,150 @@
+"""Invitations through the management API: an owner invites, lists and revokes; the invited account
+lists its own and accepts or declines; expiry; an outsider sees nothing; the answer never says
+whether the address has an account."""
+
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.test import Client
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from apps.accounts.models import User
+from apps.organizations.models import Membership
+from tests.conftest import login
+from tests.factories import MembershipFactory
+
+pytestmark = pytest.mark.django_db
+
+INVITATIONS = "/api/v1/organizations/current/invitations"
+MINE = "/api/v1/invitations"
+
+
+def signed_in(user) -> APIClient:
+    """An API session of ``user`` in one of their own organizations."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {login(client, user.email)['access']}")
+    return client
+
+
+def invite(client, email: str, role: str = "member"):
+    return client.post(INVITATIONS, {"email": email, "role": role}, format="json")
+
+
+def test_an_invitation_answers_the_same_whether_or_not_the_address_has_an_account(session_client, outsider):
+    shapes = []
+    for email in ("nobody-yet@example.com", outsider.user.email):
+        response = invite(session_client, email, "admin")
+        assert response.status_code == 201
+        body = response.json()
+        assert body["status"] == "pending" and body["role"] == "admin"
+        assert body["accept_url"].startswith("http://testserver/console/invitations/")
+        shapes.append(sorted(body))
+    assert shapes[0] == shapes[1]
+    listed = session_client.get(INVITATIONS).json()["results"]
+    assert {i["email"] for i in listed} == {"nobody-yet@example.com", outsider.user.email}
+    assert all("accept_url" not in i for i in listed)  # the link is shown once
+    assert (
+        not Membership.objects.filter(user=outsider.user).exclude(organization=outsider.organization).exists()
+    )
+
+
+def test_the_invited_account_accepts_and_joins_with_the_role(session_client, organization, outsider):
+    invitation = invite(session_client, outsider.user.email.upper(), "admin").json()
+    theirs = signed_in(outsider.user)
+    received = theirs.get(MINE).json()
+    assert [(i["id"], i["organization"]["name"], i["role"]) for i in received] == [
+        (invitation["id"], organization.name, "admin")
+    ]
+    response = theirs.post(f"{MINE}/{invitation['id']}/accept")
+    assert response.status_code == 200 and response.json()["role"] == "admin"
+    assert Membership.objects.get(organization=organization, user=outsider.user).role == "admin"
+    assert session_client.get(f"{INVITATIONS}/{invitation['id']}").json()["status"] == "accepted"
+    # Answered once: accepting again, or revoking it, is refused.
+    assert theirs.post(f"{MINE}/{invitation['id']}/accept").status_code == 404
+    response = session_client.delete(f"{INVITATIONS}/{invitation['id']}")
+    assert response.status_code == 409 and response.json()["error"]["code"] == "invitation_closed"
+
+
+def test_a_declined_or_revoked_invitation_makes_no_member(session_client, organization, outsider):
+    theirs = signed_in(outsider.user)
+    first = invite(session_client, outsider.user.email).json()
+    assert theirs.post(f"{MINE}/{first['id']}/decline").status_code == 204
+    second = invite(session_client, outsider.user.email).json()
+    assert session_client.delete(f"{INVITATIONS}/{second['id']}").status_code == 204
+    assert theirs.post(f"{MINE}/{second['id']}/accept").status_code == 404
+    assert theirs.get(MINE).json() == []
+    statuses = {i["id"]: i["status"] for i in session_client.get(INVITATIONS).json()["results"]}
+    assert statuses == {first["id"]: "declined", second["id"]: "revoked"}
+    assert not Membership.objects.filter(organization=organization, user=outsider.user).exists()
+
+
+def test_only_the_invited_address_can_answer(session_client, organization, outsider):
+    invitation = invite(session_client, "someone@example.com").json()
+    stranger = signed_in(outsider.user)
+    assert stranger.get(MINE).json() == []
+    assert stranger.post(f"{MINE}/{invitation['id']}/accept").status_code == 404
+    assert not Membership.objects.filter(organization=organization, user=outsider.user).exists()
+
+
+def test_an_invitation_expires(session_client, organization, outsider, settings):
+    settings.GATEWAY_INVITATION_TTL_DAYS = 7
+    invitation = invite(session_client, outsider.user.email).json()
+    with time_machine.travel(timezone.now() + timedelta(days=7, seconds=1)):
+        theirs, owners = signed_in(outsider.user), signed_in(organization.memberships.get(role="owner").user)
+        assert theirs.get(MINE).json() == []
+        assert theirs.post(f"{MINE}/{invitation['id']}/accept").status_code == 404
+        assert owners.get(f"{INVITATIONS}/{invitation['id']}").json()["status"] == "expired"
+        # An expired invitation does not stop a new one.
+        assert invite(owners, outsider.user.email).status_code == 201
+    assert not Membership.objects.filter(organization=organization, user=outsider.user).exists()
+
+
+def test_refused_invitations(session_client, organization):
+    member = MembershipFactory(organization=organization, role="member")
+    cases = [
+        ({"email": "not-an-email"}, 400, "validation_error"),
+        ({"email": "x@example.com", "role": "root"}, 400, "validation_error"),
+        ({"email": member.user.email}, 409, "already_a_member"),
+        ({}, 400, "validation_error"),
+    ]
+    for body, status, code in cases:
+        response = session_client.post(INVITATIONS, body, format="json")
+        assert response.status_code == status, body
+        assert response.json()["error"]["code"] == code, body
+    assert invite(session_client, "twice@example.com").status_code == 201
+    response = invite(session_client, "twice@example.com")
+    assert response.status_code == 409 and response.json()["error"]["code"] == "invitation_pending"
+
+
+@pytest.mark.parametrize("role", ["member", "admin"])
+def test_only_owners_invite_or_read_invitations(client_for, organization, role):
+    client = client_for(organization, role)
+    assert invite(client, "sneaky@example.com").status_code == 403
+    assert client.get(INVITATIONS).status_code == 403
+
+
+def test_an_outsider_never_sees_or_revokes_the_organizations_invitations(session_client, outsider):
+    invitation = invite(session_client, "someone@example.com").json()
+    theirs = signed_in(outsider.user)
+    assert theirs.get(INVITATIONS).json()["results"] == []
+    assert theirs.get(f"{INVITATIONS}/{invitation['id']}").status_code == 404
+    assert theirs.delete(f"{INVITATIONS}/{invitation['id']}").status_code == 404
+    assert session_client.get(f"{INVITATIONS}/{invitation['id']}").json()["status"] == "pending"
+
+
+def test_a_new_person_joins_by_choosing_a_password_with_the_link(session_client, organization):
+    link = invite(session_client, "newcomer@example.com", "admin").json()["accept_url"]
+    path = link.removeprefix("http://testserver")
+    browser = Client()
+    page = browser.get(path)
+    assert page.status_code == 200 and organization.name in page.content.decode()
+    response = browser.post(path, {"password": "123"})
+    assert response.status_code == 400 and "too short" in response.content.decode()
+    response = browser.post(path, {"password": "a long and fresh passphrase"})
+    assert response.status_code == 302
+    user = Membership.objects.get(organization=organization, user__email="newcomer@example.com").user
+    assert user.check_password("a long and fresh passphrase")
+    assert browser.get(path).status_code == 410  # used
+    assert User.objects.filter(email="newcomer@example.com").count() == 1

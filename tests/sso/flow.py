@@ -9,7 +9,7 @@ import requests
 from django.test import Client
 
 from apps.sso import services
-from apps.sso.models import SsoConnection, SsoDomain
+from apps.sso.models import SsoConnection
 from tests.console.conftest import csrf_token
 
 INITIATE = "/api/v1/auth/sso/initiate"
@@ -34,6 +34,8 @@ def connect(organization, provider, *, proved: bool = True, **fields) -> SsoConn
 
 def prove_domains(connection: SsoConnection, domains=None) -> None:
     """The operator's approval of the connection's domains (apps/sso/services.py, the admin's action)."""
+    from apps.sso.models import SsoDomain
+
     for sso_domain in SsoDomain.objects.filter(
         organization_id=connection.organization_id, domain__in=domains or connection.allowed_domains
     ):

@@ -9,7 +9,6 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from apps.organizations.models import Membership
-from apps.sso.models import SsoDomain
 from tests.console.conftest import csrf_token, post_form
 from tests.dns_server import LoopbackDnsServer
 from tests.factories import PASSWORD, MembershipFactory, UserFactory
@@ -146,6 +145,8 @@ def test_a_proved_require_sso_refuses_passwords_only_in_its_own_organization(
     assert [i["id"] for i in a_api.get("/api/v1/invitations").json()] == [invitation["id"]]
     assert a_api.post(f"/api/v1/invitations/{invitation['id']}/accept").status_code == 200
     connection = b_claims_example_com(b_api, oidc_provider)
+    from apps.sso.models import SsoDomain
+
     approve_in_the_admin(SsoDomain.objects.get(organization=b_owner.organization, domain="example.com"))
 
     # Proved: B's identity provider signs in example.com addresses now.
@@ -174,7 +175,7 @@ def test_a_proved_require_sso_refuses_passwords_only_in_its_own_organization(
     assert "Org A" in console.get("/console/organization/settings/").content.decode()
 
 
-def approve_in_the_admin(sso_domain: SsoDomain) -> None:
+def approve_in_the_admin(sso_domain) -> None:
     staff = Client()
     staff.force_login(UserFactory(is_staff=True, is_superuser=True))
     response = staff.post(

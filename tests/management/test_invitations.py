@@ -85,6 +85,7 @@ def test_only_the_invited_address_can_answer(session_client, organization, outsi
     stranger = signed_in(outsider.user)
     assert stranger.get(MINE).json() == []
     assert stranger.post(f"{MINE}/{invitation['id']}/accept").status_code == 404
+    assert stranger.post(f"{MINE}/not-an-id/accept").status_code == 404  # not a 500
     assert not Membership.objects.filter(organization=organization, user=outsider.user).exists()
 
 

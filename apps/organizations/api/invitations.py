@@ -7,6 +7,9 @@ The invited account lists the invitations to its own address and accepts or decl
 yet uses the console (``/console/invitations/``) or the accept link.
 """
 
+import uuid
+
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
@@ -15,7 +18,6 @@ from rest_framework.decorators import action
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
-from apps.core.api.fields import StrictCharField
 from apps.organizations import selectors, services
 from apps.organizations.models import Invitation, Role
 from apps.organizations.tenancy import OrganizationScopedViewSet
@@ -53,7 +55,7 @@ class CreatedInvitationSerializer(InvitationSerializer):
 
 
 class InvitationCreateSerializer(serializers.Serializer):
-    email = StrictCharField(max_length=254)
+    email = serializers.EmailField(max_length=254)
     role = serializers.ChoiceField(choices=Role.choices, default=Role.MEMBER)
 
 
@@ -128,6 +130,10 @@ class ReceivedInvitationViewSet(viewsets.GenericViewSet, mixins.ListModelMixin):
         return selectors.invitations_for(self.request.user)
 
     def _invitation(self, pk) -> Invitation:
+        try:
+            pk = uuid.UUID(str(pk))
+        except ValueError:
+            raise Http404 from None  # not an id: as an id that does not exist
         return get_object_or_404(self.get_queryset(), pk=pk)
 
     @extend_schema(request=None, responses={200: MembershipSerializer})

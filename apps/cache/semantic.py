@@ -1,7 +1,11 @@
-"""L3: an earlier answer to a similar prompt, of the same organization and model.
+"""L3: an earlier answer to a similar prompt, of the same organization, model and partition.
+
+The partition (``keys.semantic_query``) is a hash of everything but the prompt's words that shapes
+the answer (the parameters, the messages' roles, the allowed data regions): a search compares only
+prompts whose answers could be interchanged.
 
 Debian's PostgreSQL has no pgvector, so each entry's vector is stored with it (``SemanticEntry``)
-and searched here with NumPy: per (organization, model, dimensions) this process holds the most
+and searched here with NumPy: per (organization, model, partition, dimensions) this process holds the most
 recent ``GATEWAY_CACHE_L3_CANDIDATES`` entries as one normalized float32 matrix, so a search is a
 matrix-vector product (cosine similarity) and an argmax. The matrix is loaded on first use, in a
 thread, and refreshed when older than ``GATEWAY_CACHE_L3_REFRESH_SECONDS`` with the rows newer than
@@ -105,11 +109,15 @@ _ROW_FIELDS = ("id", "vector", "expires_at", "embedding_model", "created_at")
 
 
 def _read_rows(
-    organization_id, model: str, dims: int, *, candidates: int, since, newest_id
+    organization_id, model: str, partition: str, dims: int, *, candidates: int, since, newest_id
 ) -> tuple[list, bool]:
     """(rows oldest first, whether the newest row held is still there)."""
     rows = SemanticEntry.objects.filter(
-        organization_id=organization_id, model=model, dims=dims, expires_at__gt=timezone.now()
+        organization_id=organization_id,
+        model=model,
+        partition=partition,
+        dims=dims,
+        expires_at__gt=timezone.now(),
     )
     if since is not None:
         rows = rows.filter(created_at__gte=since - REFRESH_OVERLAP)
@@ -124,10 +132,13 @@ def _read_answer(row_id) -> bytes | None:
     return None if row is None else bytes(row["answer"])
 
 
-# The most (organization, model, dimensions) matrices a process holds, the least recently searched
+# The most (organization, model, partition, dimensions) matrices a process holds, the least recently searched
 # dropped first: each can reach GATEWAY_CACHE_L3_CANDIDATES x dimensions float32 (59 MiB at 10,000 x
 # 1,536), so this bounds a process's L3 memory (a dropped one is loaded again when next searched).
 MAX_PARTITIONS = 16
+
+# (organization, model, partition, dimensions): one matrix.
+_Key = tuple[str, str, str, int]
 
 
 class SemanticIndex:
@@ -143,9 +154,9 @@ class SemanticIndex:
         self.candidates = candidates or settings.GATEWAY_CACHE_L3_CANDIDATES
         self.refresh_seconds = refresh_seconds or settings.GATEWAY_CACHE_L3_REFRESH_SECONDS
         self._clock = clock
-        self._partitions: OrderedDict[tuple[str, str, int], _Partition] = OrderedDict()
+        self._partitions: OrderedDict[_Key, _Partition] = OrderedDict()
         self.max_partitions = MAX_PARTITIONS
-        self._loading: set[tuple[str, str, int]] = set()
+        self._loading: set[_Key] = set()
         self._codes: dict[str, int] = {}
         self.pending_writes = 0
 
@@ -158,14 +169,14 @@ class SemanticIndex:
         for key in [key for key in self._partitions if key[0] == organization_id]:
             del self._partitions[key]
 
-    async def _partition(self, key: tuple[str, str, int]) -> _Partition | None:
+    async def _partition(self, key: _Key) -> _Partition | None:
         partition = self._partitions.get(key)
         if partition is None:
             if key in self._loading:
                 return None  # another request is loading it: a miss rather than a second load
             self._loading.add(key)
             try:
-                partition = _Partition(dims=key[2], capacity=self.candidates)
+                partition = _Partition(dims=key[3], capacity=self.candidates)
                 await self._fill(key, partition)
                 self._partitions[key] = partition
                 while len(self._partitions) > self.max_partitions:
@@ -184,11 +195,12 @@ class SemanticIndex:
                 partition.refreshing = False
         return partition
 
-    async def _fill(self, key: tuple[str, str, int], partition: _Partition) -> bool:
-        organization_id, model, dims = key
+    async def _fill(self, key: _Key, partition: _Partition) -> bool:
+        organization_id, model, partition_hash, dims = key
         rows, still_there = await database_sync_to_async(_read_rows)(
             organization_id,
             model,
+            partition_hash,
             dims,
             candidates=self.candidates,
             since=partition.newest,
@@ -217,15 +229,16 @@ class SemanticIndex:
         vector: list[float],
         threshold: float,
         *,
+        partition: str,
         embedding_model: str | None = None,
     ) -> tuple[CachedAnswer, float] | None:
-        """The best earlier answer whose prompt's cosine similarity with ``vector`` is at least
-        ``threshold``, with that similarity; None otherwise. Pass ``embedding_model`` so vectors of
-        another embeddings model (same dimensions, unrelated space) are never compared."""
+        """The best earlier answer of ``partition`` whose prompt's cosine similarity with ``vector``
+        is at least ``threshold``, with that similarity; None otherwise. Pass ``embedding_model`` so
+        vectors of another embeddings model (same dimensions, unrelated space) are never compared."""
         query = _normalized(vector)
         if query is None:
             return None
-        key = (str(organization_id), model, int(query.size))
+        key = (str(organization_id), model, partition, int(query.size))
         partition = await self._partition(key)
         if partition is None or partition.size == 0:
             return None
@@ -262,6 +275,8 @@ class SemanticIndex:
         answer: CachedAnswer,
         ttl_seconds: int,
         fingerprint: str,
+        *,
+        partition: str,
     ) -> bool:
         """Stores an entry; False when it was not (a bad vector, too large an answer, too many
         writes in flight, or the database refused). Never raises for those."""
@@ -276,6 +291,7 @@ class SemanticIndex:
             row = await database_sync_to_async(SemanticEntry.objects.create)(
                 organization_id=organization_id,
                 model=model,
+                partition=partition,
                 embedding_model=embedding_model,
                 dims=normalized.size,
                 vector=normalized.astype("<f4").tobytes(),
@@ -288,9 +304,9 @@ class SemanticIndex:
             return False
         finally:
             self.pending_writes -= 1
-        partition = self._partitions.get((str(organization_id), model, int(normalized.size)))
-        if partition is not None:  # seen by this process at once, by the others at their refresh
-            partition.append(
+        held = self._partitions.get((str(organization_id), model, partition, int(normalized.size)))
+        if held is not None:  # seen by this process at once, by the others at their refresh
+            held.append(
                 row.id, normalized, row.expires_at.timestamp(), self._code(embedding_model), row.created_at
             )
         return True

@@ -13,14 +13,13 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 
 from apps.audit.records import RequestRecord, emit
 from apps.cache.answers import CachedAnswer, StreamAssembler, replay_stream
-from apps.cache.keys import entry_key, is_cacheable, request_fingerprint
+from apps.cache.keys import entry_key, is_cacheable, request_fingerprint, semantic_query
 from apps.cache.memory import local_cache
 from apps.cache.semantic import semantic_index
 from apps.cache.settings import CacheSettings
@@ -49,6 +48,7 @@ class Lookup:
     model: str  # the model as the cache names it: the alias and the deployments it resolves to
     fingerprint: str
     vector: list[float] | None = None  # the prompt's embedding, when L3 looked it up
+    partition: str = ""  # its L3 partition (keys.semantic_query), with the vector
     assembler: StreamAssembler | None = None
 
 
@@ -68,7 +68,9 @@ class ServeFromCache(Stage):
         fingerprint = request_fingerprint(endpoint, ctx.body)
         epoch = config.cache_epoch
         lookup = ctx.cache_lookup = Lookup(
-            key=entry_key(config.organization_id, epoch if epoch is not None else -1, model, fingerprint),
+            key=entry_key(
+                config.organization_id, epoch if epoch is not None else -1, ctx.regions, model, fingerprint
+            ),
             settings=cache_settings,
             shared=epoch is not None,
             model=model,
@@ -177,6 +179,7 @@ def _store(ctx: ProxyContext, lookup: Lookup, body: bytes) -> None:
                 answer,
                 ttl,
                 lookup.fingerprint,
+                partition=lookup.partition,
             )
         )
 
@@ -187,9 +190,13 @@ def _store(ctx: ProxyContext, lookup: Lookup, body: bytes) -> None:
 async def _semantic_hit(ctx: ProxyContext, lookup: Lookup) -> CachedAnswer | None:
     """An earlier answer to a prompt close enough to this one; None when there is none or the
     embedding could not be had (L3 is skipped then, never the request)."""
+    query = semantic_query(ctx.body, ctx.regions)
+    if query is None:  # a part that is not text: L3 is neither searched nor filled
+        return None
     embedding_model = lookup.settings.embedding_model
+    lookup.partition = query.partition
     try:
-        lookup.vector = await _embedding(ctx, embedding_model, _prompt_text(ctx.body))
+        lookup.vector = await _embedding(ctx, embedding_model, query.text)
     except Exception:
         logger.warning("The L3 cache's embedding call failed; L3 skipped", exc_info=True)
         return None
@@ -200,6 +207,7 @@ async def _semantic_hit(ctx: ProxyContext, lookup: Lookup) -> CachedAnswer | Non
         lookup.model,
         lookup.vector,
         lookup.settings.semantic_threshold,
+        partition=query.partition,
         embedding_model=embedding_model,
     )
     if found is None:
@@ -211,21 +219,6 @@ async def _semantic_hit(ctx: ProxyContext, lookup: Lookup) -> CachedAnswer | Non
         _in_background(shared_cache.put(lookup.key, cached, lookup.settings.ttl_seconds))
     lookup.vector = None  # already in L3
     return cached
-
-
-def _prompt_text(body: dict[str, Any]) -> str:
-    lines = []
-    for message in body.get("messages") or ():
-        content = message.get("content")
-        if isinstance(content, list):
-            content = " ".join(
-                part.get("text", "")
-                for part in content
-                if isinstance(part, dict) and part.get("type") == "text"
-            )
-        if isinstance(content, str) and content:
-            lines.append(f"{message.get('role', '')}: {content}")
-    return "\n".join(lines)
 
 
 async def _embedding(ctx: ProxyContext, model: str, text: str) -> list[float] | None:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from apps.cache.keys import entry_key, is_cacheable, request_fingerprint
+from apps.cache.keys import entry_key, is_cacheable, request_fingerprint, semantic_query
 from apps.cache.settings import CacheSettings, effective_settings
 from apps.organizations.selectors import OrganizationSnapshot
 from apps.teams.selectors import TeamSnapshot
@@ -117,14 +117,116 @@ def test_embeddings_are_cacheable_and_nothing_is_when_the_cache_is_off():
     assert not is_cacheable("images.generations", {"temperature": 0}, settings())
 
 
-def test_the_key_keeps_organizations_epochs_and_models_apart():
+def test_the_key_keeps_organizations_epochs_regions_and_models_apart():
     fingerprint = request_fingerprint(CHAT, BODY)
-    key = entry_key("org-a", 0, "openai/gpt-4o-mini", fingerprint)
+    eu = frozenset({"eu"})
+    key = entry_key("org-a", 0, eu, "openai/gpt-4o-mini", fingerprint)
 
-    assert key != entry_key("org-b", 0, "openai/gpt-4o-mini", fingerprint)
-    assert key != entry_key("org-a", 1, "openai/gpt-4o-mini", fingerprint)
-    assert key != entry_key("org-a", 0, "openai/gpt-4o", fingerprint)
-    assert key == entry_key("org-a", 0, "openai/gpt-4o-mini", fingerprint)
+    assert key != entry_key("org-b", 0, eu, "openai/gpt-4o-mini", fingerprint)
+    assert key != entry_key("org-a", 1, eu, "openai/gpt-4o-mini", fingerprint)
+    assert key != entry_key("org-a", 0, eu, "openai/gpt-4o", fingerprint)
+    assert key != entry_key("org-a", 0, None, "openai/gpt-4o-mini", fingerprint)  # unrestricted
+    assert key != entry_key("org-a", 0, frozenset({"us"}), "openai/gpt-4o-mini", fingerprint)
+    assert key != entry_key("org-a", 0, frozenset({"eu", "us"}), "openai/gpt-4o-mini", fingerprint)
+    assert key != entry_key("org-a", 0, frozenset(), "openai/gpt-4o-mini", fingerprint)  # none allowed
+    assert key == entry_key("org-a", 0, frozenset({"eu"}), "openai/gpt-4o-mini", fingerprint)
+
+
+def test_a_region_label_cannot_make_two_keys_read_the_same():
+    fingerprint = request_fingerprint(CHAT, BODY)
+    # Labels come from the request's header too: a ':' or ',' in one must not shift the key's parts.
+    assert entry_key("org", 0, frozenset({"eu:m"}), "x", fingerprint) != entry_key(
+        "org", 0, frozenset({"eu"}), "m:x", fingerprint
+    )
+    assert entry_key("org", 0, frozenset({"eu,us"}), "m", fingerprint) != entry_key(
+        "org", 0, frozenset({"eu", "us"}), "m", fingerprint
+    )
+
+
+# --- L3: what is embedded, and the partition everything else must match -----------------------------
+
+IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo"}}
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        IMAGE,
+        {"type": "input_audio", "input_audio": {"data": "UklGR", "format": "wav"}},
+        {"type": "file", "file": {"file_id": "file-abc"}},
+        {"type": "a_part_of_next_year"},
+        "not a part",
+    ],
+)
+def test_l3_is_not_used_for_a_prompt_with_anything_but_text(part):
+    text = {"type": "text", "text": "What is in this picture?"}
+    body = {**BODY, "messages": [{"role": "user", "content": [text, part]}]}
+
+    assert semantic_query(body, None) is None
+
+
+def test_l3_embeds_the_words_with_their_roles_and_reads_text_parts_as_their_string():
+    as_parts = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "What is the capital"},
+                {"type": "text", "text": "of France?"},
+            ],
+        }
+    ]
+    plain = semantic_query(BODY, None)
+    parts = semantic_query({**BODY, "messages": as_parts}, None)
+
+    assert plain.text == "user: What is the capital of France?"
+    assert parts.text == plain.text
+    assert parts.partition == plain.partition
+
+
+def test_only_the_words_may_differ_within_a_partition():
+    other_words = {**BODY, "messages": [{"role": "user", "content": "And the capital of Spain?"}]}
+
+    assert semantic_query(other_words, None).partition == semantic_query(BODY, None).partition
+    for ignored in ({"user": "someone"}, {"stream": True}, {"metadata": {"run": "7"}}, {"model": "alias"}):
+        assert semantic_query({**BODY, **ignored}, None).partition == semantic_query(BODY, None).partition
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]},
+        {"tool_choice": "none"},
+        {"response_format": {"type": "json_object"}},
+        {"temperature": 0.2},
+        {"top_p": 0.5},
+        {"seed": 1},
+        {"max_tokens": 10},
+        {"stop": ["\n"]},
+        {"n": 2},
+        {"logit_bias": {"50256": -100}},
+        {"a_parameter_of_next_year": 1},
+        # The role structure: the same words said by the system, or in one more turn.
+        {"messages": [{"role": "system", "content": "What is the capital of France?"}]},
+        {"messages": [{"role": "system", "content": ""}, *BODY["messages"]]},
+        {"messages": [{"role": "user", "name": "alice", "content": "What is the capital of France?"}]},
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "What?", "cache_control": {}}]}]},
+    ],
+)
+def test_what_else_shapes_the_answer_is_another_partition(changed):
+    assert semantic_query({**BODY, **changed}, None).partition != semantic_query(BODY, None).partition
+
+
+def test_each_allowed_region_set_is_its_own_partition():
+    partitions = {
+        semantic_query(BODY, regions).partition
+        for regions in (None, frozenset(), frozenset({"eu"}), frozenset({"us"}), frozenset({"eu", "us"}))
+    }
+
+    assert len(partitions) == 5
+    assert (
+        semantic_query(BODY, frozenset({"us", "eu"})).partition
+        == semantic_query(BODY, frozenset({"eu", "us"})).partition
+    )
 
 
 def organization(**changes) -> OrganizationSnapshot:

@@ -4,6 +4,7 @@ audit log, organizations kept apart, purge, and Redis or the embeddings call fai
 
 from decimal import Decimal
 
+import openai
 import pytest
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -31,7 +32,8 @@ async def cached(organization, upstream):
 
 async def ask(sdk, **options):
     options.setdefault("temperature", 0)
-    return await sdk.chat.completions.with_raw_response.create(model="fast", messages=QUESTION, **options)
+    options.setdefault("messages", QUESTION)
+    return await sdk.chat.completions.with_raw_response.create(model="fast", **options)
 
 
 async def test_a_repeat_at_temperature_0_is_an_l1_hit_that_costs_nothing_and_records_its_savings(sdk, cached):
@@ -201,3 +203,133 @@ async def _written(*, semantic_writes: int) -> None:
     while _background:
         await next(iter(_background))
     assert await SemanticEntry.objects.acount() == semantic_writes
+
+
+# --- What L3 may not treat as the same prompt (issue 19, finding 5) ---------------------------------
+
+
+def with_image(pixel: str) -> list[dict]:
+    """The question beside an image: the words are the same whatever the image shows."""
+    image = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{pixel}"}}
+    return [{"role": "user", "content": [{"type": "text", "text": QUESTION[0]["content"]}, image]}]
+
+
+def chat_calls(server) -> list:
+    return [r for r in server.requests if r.path == "/v1/chat/completions"]
+
+
+async def test_l3_never_answers_a_prompt_with_an_image_from_another_images_answer(sdk, semantic):
+    await ask(sdk, messages=with_image("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAA"))
+    await _written(semantic_writes=0)  # what an image held is never an L3 entry
+    local_cache.clear()
+
+    other = await ask(sdk, messages=with_image("iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAYAAAB"))
+
+    assert other.headers["x-gateway-cache"] == "miss"
+    assert len(chat_calls(semantic)) == 2
+    # L3 is not even looked up: the embeddings model would only have seen the words.
+    assert [r for r in semantic.requests if r.path == "/v1/embeddings"] == []
+
+
+WEATHER = {"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}
+STOCKS = {"type": "function", "function": {"name": "stocks", "parameters": {"type": "object"}}}
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ({"tools": [WEATHER]}, {"tools": [STOCKS]}),
+        ({}, {"response_format": {"type": "json_object"}}),
+        ({"max_tokens": 50}, {"max_tokens": 3}),
+        ({}, {"seed": 7}),
+    ],
+    ids=["tools", "response_format", "max_tokens", "seed"],
+)
+async def test_the_same_words_with_other_parameters_are_no_cache_hit(sdk, semantic, first, second):
+    await ask(sdk, **first)
+    await _written(semantic_writes=1)
+
+    # The same words: the embedding is the same; only what else shapes the answer differs.
+    other = await ask(sdk, **second)
+
+    assert other.headers["x-gateway-cache"] == "miss"
+    assert len(chat_calls(semantic)) == 2
+    assert (await ask(sdk, **second)).headers["x-gateway-cache"] == "l1"  # its own entry, then
+
+
+# --- Data regions (issue 19, finding 7) -------------------------------------------------------------
+
+
+@pytest.fixture
+async def regional(organization, upstream):
+    """A US key and an EU key of one organization (one loopback server, told apart by their secrets),
+    a team allowed only the US and one allowed only the EU."""
+    from apps.teams.services import team_create
+
+    await add_provider_key_async(organization, upstream, secret="sk-upstream-us", data_region="us")
+    await add_provider_key_async(organization, upstream, secret="sk-upstream-eu", data_region="eu")
+    await add_alias_async(organization, "fast", ("openai", "gpt-4o-mini"))
+    create_team = database_sync_to_async(team_create)
+    await create_team(organization=organization, name="US", slug="us-team", allowed_data_regions=["us"])
+    await create_team(organization=organization, name="EU", slug="eu-team", allowed_data_regions=["eu"])
+    return upstream
+
+
+def team(slug: str) -> dict:
+    return {"extra_headers": {"x-gateway-team": slug}}
+
+
+async def test_a_team_restricted_to_a_region_without_a_key_is_not_served_another_regions_answer(
+    sdk, cached, organization
+):
+    from apps.teams.services import team_create
+
+    await database_sync_to_async(team_create)(
+        organization=organization, name="EU", slug="eu-team", allowed_data_regions=["eu"]
+    )
+    assert (await ask(sdk)).headers["x-gateway-cache"] == "miss"  # answered in the US
+
+    with pytest.raises(openai.APIStatusError) as refused:
+        await ask(sdk, **team("eu-team"))
+
+    assert refused.value.status_code == 503
+    assert refused.value.body["code"] == "no_key_in_region"
+    assert len(cached.requests) == 1
+
+
+async def test_an_eu_team_is_not_served_from_l1_what_was_answered_in_the_us(sdk, regional):
+    assert (await ask(sdk, **team("us-team"))).headers["x-gateway-cache"] == "miss"
+
+    eu = await ask(sdk, **team("eu-team"))
+
+    assert eu.headers["x-gateway-cache"] == "miss"
+    assert (await ask(sdk, **team("eu-team"))).headers["x-gateway-cache"] == "l1"
+    assert [r.credential for r in regional.requests] == ["sk-upstream-us", "sk-upstream-eu"]
+
+
+@needs_redis
+async def test_an_eu_team_is_not_served_from_l2_what_was_answered_in_the_us(sdk, regional):
+    await ask(sdk, **team("us-team"))
+    await _written(semantic_writes=0)
+    local_cache.clear()
+
+    assert (await ask(sdk, **team("eu-team"))).headers["x-gateway-cache"] == "miss"
+    assert [r.credential for r in regional.requests] == ["sk-upstream-us", "sk-upstream-eu"]
+
+
+async def test_an_eu_team_is_not_served_from_l3_what_was_answered_in_the_us(sdk, regional, organization):
+    await add_alias_async(organization, "embedder", ("openai", "text-embedding-3-small"))
+    await update_organization(
+        organization=organization, cache_semantic_enabled=True, cache_embedding_model="embedder"
+    )
+    await ask(sdk, **team("us-team"))
+    await _written(semantic_writes=1)
+    # The same words as a content part: another exact key (no L1 or L2 hit), the same embedding.
+    parts = [{"role": "user", "content": [{"type": "text", "text": QUESTION[0]["content"]}]}]
+
+    eu = await ask(sdk, messages=parts, **team("eu-team"))
+
+    assert eu.headers["x-gateway-cache"] == "miss"
+    assert [r.credential for r in chat_calls(regional)] == ["sk-upstream-us", "sk-upstream-eu"]
+    us = await ask(sdk, messages=parts, **team("us-team"))
+    assert us.headers["x-gateway-cache"] == "l3"  # a team of the same regions still shares it

@@ -3,8 +3,9 @@
 ``/v1/`` goes straight to the lean proxy app: no Django middleware, no URL resolver, no per-request
 thread hop. Everything else (management API, admin, console) goes to Django's handler.
 
-WebSockets are the console's live tail (``apps/console/routing.py``): only from a page of an allowed
-host (the Origin header against ``ALLOWED_HOSTS``), authenticated by the console's session cookie.
+WebSockets are the console's live tail (``apps/console/routing.py``): only from a page of the console's
+own origin (scheme, host and port, or ``CSRF_TRUSTED_ORIGINS``: ``websocket_origin.py``), authenticated
+by the console's session cookie.
 """
 
 import functools
@@ -12,7 +13,6 @@ import os
 
 from channels.auth import AuthMiddlewareStack
 from channels.routing import ProtocolTypeRouter, URLRouter
-from channels.security.websocket import AllowedHostsOriginValidator
 from django.conf import settings
 from django.core.asgi import get_asgi_application
 
@@ -23,6 +23,7 @@ django_app = get_asgi_application()  # sets Django up before the proxy imports m
 from apps.console.routing import websocket_urlpatterns  # noqa: E402
 from apps.proxy.app import proxy_app  # noqa: E402
 from gateway_project.client_address import trust_forwarded_for  # noqa: E402
+from gateway_project.websocket_origin import ConsoleOriginValidator  # noqa: E402
 
 
 def _memoise_twisted_content_type_parsing() -> None:
@@ -53,6 +54,6 @@ async def http_app(scope, receive, send):
 application = ProtocolTypeRouter(
     {
         "http": trust_forwarded_for(http_app, settings.GATEWAY_TRUSTED_PROXIES),
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": ConsoleOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

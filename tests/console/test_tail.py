@@ -63,13 +63,23 @@ def signed_in(organization, role: str = "member", *, user=None) -> tuple[str, Me
     return client.cookies["sessionid"].value, membership
 
 
-async def socket(session: str | None, query: str = "", *, origin=ORIGIN) -> WebsocketCommunicator:
-    headers = [(b"host", b"127.0.0.1")]
+async def socket(
+    session: str | None,
+    query: str = "",
+    *,
+    origin=ORIGIN,
+    host: bytes = b"127.0.0.1",
+    scheme: str = "ws",
+    extra: tuple[tuple[bytes, bytes], ...] = (),
+) -> WebsocketCommunicator:
+    headers = [(b"host", host), *extra]
     if origin is not None:
         headers.append(origin)
     if session is not None:
         headers.append((b"cookie", f"sessionid={session}".encode()))
-    return WebsocketCommunicator(application, f"/console/tail/ws{query}", headers=headers)
+    communicator = WebsocketCommunicator(application, f"/console/tail/ws{query}", headers=headers)
+    communicator.scope["scheme"] = scheme  # the application reads the scope once connecting
+    return communicator
 
 
 async def opened(session: str, query: str = "") -> WebsocketCommunicator:
@@ -132,6 +142,72 @@ async def test_a_connection_from_another_sites_page_is_refused(organization):
         communicator = await socket(session, origin=origin)
         connected, _ = await communicator.connect()
         assert not connected
+
+
+async def accepted(session: str, origin: bytes, **options) -> bool:
+    communicator = await socket(session, origin=(b"origin", origin), **options)
+    connected, _ = await communicator.connect()
+    await communicator.disconnect()
+    return connected
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "origin",
+    [
+        pytest.param((b"origin", b"http://127.0.0.1:9999"), id="another-port"),
+        pytest.param((b"origin", b"https://127.0.0.1"), id="another-scheme"),
+        pytest.param((b"origin", b"http://localhost"), id="another-allowed-host"),
+        pytest.param((b"origin", b"null"), id="opaque"),
+        pytest.param(None, id="missing"),
+    ],
+)
+async def test_a_page_of_another_origin_on_the_same_machine_cannot_open_the_tail(organization, origin):
+    """Another program on the gateway's machine (another port), a plain-HTTP page of an HTTPS console:
+    the browser sends the session cookie with the handshake, so only the whole origin tells them apart."""
+    session, _ = await database_sync_to_async(signed_in)(organization)
+    assert await accepted(session, b"http://127.0.0.1")  # the console's own page
+
+    communicator = await socket(session, origin=origin)
+    connected, _ = await communicator.connect()
+
+    assert not connected
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_consoles_own_origin_is_its_host_with_its_port(organization):
+    session, _ = await database_sync_to_async(signed_in)(organization)
+
+    assert await accepted(session, b"http://127.0.0.1:8000", host=b"127.0.0.1:8000")
+    assert not await accepted(session, b"http://127.0.0.1", host=b"127.0.0.1:8000")
+    # A host the gateway does not serve is not an origin of its own, whatever the page says.
+    assert not await accepted(session, b"http://gateway.invalid", host=b"gateway.invalid")
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_behind_tls_only_the_https_origin_opens_the_tail(organization, settings):
+    session, _ = await database_sync_to_async(signed_in)(organization)
+    # TLS at the gateway itself: the handshake is wss.
+    assert await accepted(session, b"https://127.0.0.1", scheme="wss")
+    assert not await accepted(session, b"http://127.0.0.1", scheme="wss")
+
+    # TLS at a balancer that says so (TRUST_X_FORWARDED_PROTO, on with GATEWAY_HTTPS).
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    forwarded = ((b"x-forwarded-proto", b"https"),)
+    assert await accepted(session, b"https://127.0.0.1", extra=forwarded)
+    assert not await accepted(session, b"http://127.0.0.1", extra=forwarded)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_origins_in_csrf_trusted_origins_may_open_the_tail(organization, settings):
+    settings.CSRF_TRUSTED_ORIGINS = ["https://console.gateway.test", "https://*.corp.test"]
+    session, _ = await database_sync_to_async(signed_in)(organization)
+
+    assert await accepted(session, b"https://console.gateway.test")
+    assert await accepted(session, b"https://eu.corp.test")
+    assert not await accepted(session, b"http://console.gateway.test")
+    assert not await accepted(session, b"https://console.gateway.test:8443")
+    assert not await accepted(session, b"https://corp.test.evil.test")
 
 
 @pytest.mark.django_db(transaction=True)

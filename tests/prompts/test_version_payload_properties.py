@@ -35,7 +35,7 @@ tags = st.one_of(
 )
 contents = st.lists(text | tags, max_size=5).map("".join)
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | text,
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | text,
     lambda children: st.lists(children, max_size=3) | st.dictionaries(text, children, max_size=3),
     max_leaves=10,
 )
@@ -55,7 +55,7 @@ defaults = st.one_of(
         {},
         optional={
             "model": text | json_values,
-            "temperature": st.floats(allow_nan=False) | json_values,
+            "temperature": st.floats(allow_nan=False, allow_infinity=False) | json_values,
             "max_tokens": st.integers() | json_values,
             "tools": json_values,
             "response_format": json_values,

@@ -241,11 +241,15 @@ async def _embedding(ctx: ProxyContext, model: str, text: str) -> list[float] | 
         log_bodies="metadata",  # the prompt is the request's own entry's to keep, not this one's
     )
     started = time.perf_counter()
-    candidates = [
-        candidate
-        for candidate in plan_attempts(config, model, ctx.regions)
-        if adapter_for(candidate.key.provider).supports_embeddings()
-    ]
+    try:
+        candidates = [
+            candidate
+            for candidate in plan_attempts(config, model, ctx.regions)
+            if adapter_for(candidate.key.provider).supports_embeddings()
+        ]
+    except GatewayError as error:  # no key in the request's regions, all cooling down: nothing was sent
+        logger.warning("The L3 cache's embedding model cannot be called (%s); L3 skipped", error.code)
+        return None
     body = {"model": model, "input": text}
     try:
         completion = await Forwarder(record, candidates, started).complete(

@@ -297,6 +297,30 @@ async def test_a_team_restricted_to_a_region_without_a_key_is_not_served_another
     assert len(cached.requests) == 1
 
 
+async def test_l3_without_an_embeddings_key_in_the_requests_regions_is_skipped_with_one_line(
+    sdk, semantic, organization, caplog
+):
+    from apps.teams.services import team_create
+
+    await database_sync_to_async(team_create)(
+        organization=organization, name="EU", slug="eu-team", allowed_data_regions=["eu"]
+    )
+
+    with (
+        caplog.at_level("WARNING", logger="apps.proxy.caching"),
+        pytest.raises(openai.APIStatusError) as refused,
+    ):
+        await ask(sdk, **team("eu-team"))
+
+    assert refused.value.body["code"] == "no_key_in_region"
+    skipped = [record for record in caplog.records if record.name == "apps.proxy.caching"]
+    assert [record.getMessage() for record in skipped] == [
+        "The L3 cache's embedding model cannot be called (no_key_in_region); L3 skipped"
+    ]
+    assert skipped[0].exc_info is None  # an expected refusal, not a traceback in every request's log
+    assert semantic.requests == []  # the prompt went to no embeddings model outside the team's regions
+
+
 async def test_an_eu_team_is_not_served_from_l1_what_was_answered_in_the_us(sdk, regional):
     assert (await ask(sdk, **team("us-team"))).headers["x-gateway-cache"] == "miss"
 

@@ -22,6 +22,7 @@ class UserFactory(factory.django.DjangoModelFactory):
         skip_postgeneration_save = True
 
     email = factory.Sequence(lambda n: f"user{n}@example.com")
+    email_verified = True  # as the operator makes accounts; one made through an invitation link is not
     password = factory.PostGenerationMethodCall("set_password", PASSWORD)
 
     @factory.post_generation

@@ -104,5 +104,18 @@ def session_logout(*, refresh_token: str) -> None:
         raise _invalid_refresh_token() from error
 
 
+def account_credentials_reset(*, user: User) -> None:
+    """Takes every way to sign in with the account's credentials away: the password (unusable) and
+    two-factor authentication (its authenticators and recovery codes). Every session ends with the
+    password: the API's (its digest, apps/accounts/tokens.py) and the console's (Django's session
+    hash), at their next request. Single sign-on links (allauth's ``SocialAccount``) stay: each was made
+    by a sign-in through a domain its organization proved."""
+    from allauth.mfa.models import Authenticator
+
+    user.set_unusable_password()
+    user.save(update_fields=["password"])
+    Authenticator.objects.filter(user=user).delete()
+
+
 def _invalid_refresh_token() -> AuthenticationFailed:
     return AuthenticationFailed("The refresh token is invalid or expired.", code="token_not_valid")

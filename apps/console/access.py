@@ -108,7 +108,7 @@ def console_view(*, role: Role = Role.MEMBER, methods: Iterable[str] = ("GET",))
                     request,
                     None,
                     "Your account does not belong to any organization it can use with this sign-in yet. "
-                    "Ask an owner to invite you, and accept from your invitations.",
+                    "Ask an owner to invite you, and accept through the link they give you.",
                 )
             if not console.can(role):
                 return forbidden(request, console, f"This needs the {role} role; yours is {console.role}.")

@@ -81,7 +81,12 @@ def invitations_of(organization_id) -> QuerySet[Invitation]:
 
 
 def invitations_for(user) -> QuerySet[Invitation]:
-    """The invitations ``user`` can still answer: pending, not expired, to their address."""
+    """The invitations ``user`` can answer by their id: pending, not expired, to their address; none
+    when the address is not verified (an account made through an invitation link answers each
+    invitation through its own link, and learns nothing here of who invited its address, or as
+    what)."""
+    if not user.email_verified:
+        return Invitation.objects.none()
     return (
         Invitation.objects.filter(
             email__iexact=user.email, status=InvitationStatus.PENDING, expires_at__gt=timezone.now()

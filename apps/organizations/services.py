@@ -1,3 +1,4 @@
+import logging
 import secrets
 from datetime import timedelta
 
@@ -7,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.crypto import constant_time_compare
 from django.utils.text import slugify
 
 from apps.accounts.models import User
@@ -17,6 +19,8 @@ from apps.limits.services import UNSET, limits_set
 from apps.teams.models import TeamMembership
 
 from .models import Invitation, InvitationStatus, Membership, Organization, Role, invitation_token_digest
+
+logger = logging.getLogger(__name__)
 
 
 def unique_organization_slug(name: str) -> str:
@@ -93,6 +97,9 @@ def first_admin_bootstrap(
         if not password:
             generated = password = secrets.token_urlsafe(18)
         user = User.objects.create_superuser(email=email, password=password)
+    elif not user.email_verified:
+        user.email_verified = True  # the operator names the address
+        user.save(update_fields=["email_verified"])
     organization = organization_create(name=organization_name, owner=user, plan="enterprise")
     return organization, user, generated
 
@@ -159,6 +166,34 @@ def membership_remove(*, membership: Membership) -> None:
         user_id=membership.user_id, team__organization_id=membership.organization_id
     ).delete()
     membership.delete()
+
+
+@transaction.atomic
+def account_reclaim(*, user: User) -> User:
+    """Hands the account to the owner of its address, who has just proved it (single sign-on through a
+    domain its organization proved, apps/sso) or whom the operator vouches for (the Django admin's
+    action): the account's address becomes verified, its password and two-factor authentication are
+    taken away, every session of it ends (apps/accounts/services.py), and it leaves every organization
+    and team.
+
+    What an account made through an invitation link holds was granted to whoever held the links, who
+    need not be the address's owner (an owner can invite any address and open the link themselves):
+    handing those memberships on would make the owner a member of organizations they never agreed to
+    join, and a squatter's memberships would travel with the address. An organization that wants the
+    person invites them again. (An organization whose only owner was this account is left without
+    one, for the operator: only the squatter can have made it so.)"""
+    from apps.accounts.services import account_credentials_reset
+
+    user = User.objects.select_for_update().get(pk=user.pk)
+    account_credentials_reset(user=user)
+    TeamMembership.objects.filter(user=user).delete()
+    Membership.objects.filter(user=user).delete()
+    user.email_verified = True
+    user.save(update_fields=["email_verified"])
+    logger.warning(
+        "Account %s reclaimed for the owner of its address: credentials and memberships ended", user.pk
+    )
+    return user
 
 
 # --- Invitations -----------------------------------------------------------------------------------
@@ -236,10 +271,24 @@ def _close(invitation: Invitation, status: str) -> None:
     invitation.save(update_fields=["status", "closed_at"])
 
 
-def _check_invitee(invitation: Invitation, user: User) -> None:
-    if invitation.email.lower() != (user.email or "").lower():
-        # Read like an invitation that does not exist: one account never sees another's.
-        raise NotFound("No such invitation for this account.")
+def _check_invitee(invitation: Invitation, user: User, token: str | None) -> None:
+    """``user`` may answer ``invitation``: it is to their address, and either the address is verified
+    or they hold the invitation's own link (``token``). An account made through an invitation link
+    has proved only that it held that link, which its inviter saw too: it must not answer another
+    organization's invitation to the address by its id (docs/security.md, "Squatting an address
+    through an invitation link")."""
+    holds_the_link = token is not None and constant_time_compare(
+        invitation_token_digest(token), invitation.token_digest
+    )
+    if invitation.email.lower() != (user.email or "").lower() or not (user.email_verified or holds_the_link):
+        # Read like an invitation that does not exist: one account never sees another's, and an
+        # unverified one learns nothing of the invitations to its address.
+        raise NotFound(
+            "No such invitation for this account. An account made through an invitation link "
+            "answers other invitations through their own links."
+            if not user.email_verified
+            else "No such invitation for this account."
+        )
 
 
 @transaction.atomic
@@ -250,10 +299,11 @@ def invitation_revoke(*, invitation: Invitation) -> Invitation:
 
 
 @transaction.atomic
-def invitation_accept(*, invitation: Invitation, user: User) -> Membership:
+def invitation_accept(*, invitation: Invitation, user: User, token: str | None = None) -> Membership:
     """``user`` (the account with the invited address) joins the organization with the invited role.
-    A membership they have already (single sign-on made it meanwhile) keeps its role."""
-    _check_invitee(invitation, user)
+    A membership they have already (single sign-on made it meanwhile) keeps its role. ``token``: the
+    invitation's link, which an account whose address is not verified needs (``_check_invitee``)."""
+    _check_invitee(invitation, user, token)
     invitation = _locked_pending(invitation)
     membership, _ = Membership.objects.get_or_create(
         organization_id=invitation.organization_id, user=user, defaults={"role": invitation.role}
@@ -263,8 +313,8 @@ def invitation_accept(*, invitation: Invitation, user: User) -> Membership:
 
 
 @transaction.atomic
-def invitation_decline(*, invitation: Invitation, user: User) -> Invitation:
-    _check_invitee(invitation, user)
+def invitation_decline(*, invitation: Invitation, user: User, token: str | None = None) -> Invitation:
+    _check_invitee(invitation, user, token)
     invitation = _locked_pending(invitation)
     _close(invitation, InvitationStatus.DECLINED)
     return invitation
@@ -274,11 +324,16 @@ def invitation_decline(*, invitation: Invitation, user: User) -> Invitation:
 def invitation_sign_up(*, invitation: Invitation, password: str) -> Membership:
     """Someone without an account, holding the accept link, chooses a password: the account is made
     with the invited address and accepts the invitation. An address that has an account already signs
-    in and accepts instead (``account_exists``)."""
+    in and accepts instead (``account_exists``): a link never sets the password of an account.
+
+    The account's address is not verified: holding the link proves nothing about the address, since
+    the inviter saw the link too (an owner can invite any address and open the link themselves)."""
     invitation = _locked_pending(invitation)
     if User.objects.filter(email__iexact=invitation.email).exists():
         raise Conflict(
-            f"{invitation.email} has an account already: sign in with it, then accept the invitation.",
+            f"{invitation.email} has an account already: sign in with it, then accept the invitation. "
+            "If you did not make that account, ask the gateway's operator to reclaim the address "
+            "for you (or sign in with single sign-on, where your organization has it).",
             code="account_exists",
         )
     try:
@@ -287,7 +342,7 @@ def invitation_sign_up(*, invitation: Invitation, password: str) -> Membership:
         raise InvalidRequest(
             error.messages[0], code="validation_error", param="password", fields={"password": error.messages}
         ) from None
-    user = User.objects.create_user(email=invitation.email, password=password)
+    user = User.objects.create_user(email=invitation.email, password=password, email_verified=False)
     membership = Membership.objects.create(
         organization_id=invitation.organization_id, user=user, role=invitation.role
     )

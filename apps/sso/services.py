@@ -9,6 +9,7 @@ from django.utils import timezone
 from apps.accounts.models import User
 from apps.core.errors import InvalidRequest
 from apps.organizations.models import Membership, Organization, Plan
+from apps.organizations.services import account_reclaim
 
 from . import dns
 from .addresses import check_issuer
@@ -322,9 +323,18 @@ def sso_member_sign_in(*, connection: SsoConnection, email: str) -> Membership:
     An account that exists already is signed in only if it is a member of the connection's
     organization and not the gateway's staff: a domain claim proves nothing about who owns the domain,
     so one organization's identity provider must never vouch for an account another organization (or
-    the Django admin) trusts. An owner adds such a person to the organization first."""
+    the Django admin) trusts. An owner adds such a person to the organization first.
+
+    Except an account whose address was never proved (made through an invitation link, which whoever
+    held the link could open, its inviter included): the identity provider of a domain its
+    organization proved is the proof, so the account is reclaimed for the person signing in
+    (``account_reclaim``: its password, two-factor and sessions end, it leaves every organization)
+    and joins this one. Otherwise whoever opened the first link to an address would keep its owner
+    out of the gateway for good. An unverified account that is a member of the connection's
+    organization already is signed in as it is (its password stays: that organization's own link
+    made it a member)."""
     email = User.objects.normalize_email(email.strip()).lower()
-    user = User.objects.filter(email__iexact=email).first()
+    user = User.objects.select_for_update().filter(email__iexact=email).first()
     if user is not None:
         if user.is_staff or user.is_superuser:
             raise SignInRefused(
@@ -332,14 +342,18 @@ def sso_member_sign_in(*, connection: SsoConnection, email: str) -> Membership:
                 "through an organization's identity provider."
             )
         if not Membership.objects.filter(organization_id=connection.organization_id, user=user).exists():
-            raise SignInRefused(
-                f"{email} already has an account that is not a member of {connection.organization.name}. "
-                "Ask an owner of the organization to add it; single sign-on then signs it in."
-            )
+            if user.email_verified:
+                raise SignInRefused(
+                    f"{email} already has an account that is not a member of "
+                    f"{connection.organization.name}. Ask an owner of the organization to add it; "
+                    "single sign-on then signs it in."
+                )
+            user = account_reclaim(user=user)
     if user is None:
         try:
             with transaction.atomic():
-                user = User.objects.create_user(email=email, password=None)
+                # The identity provider of a proved domain vouches for the address.
+                user = User.objects.create_user(email=email, password=None, email_verified=True)
         except IntegrityError:  # made by a concurrent sign-in since the look-up
             user = User.objects.get(email__iexact=email)
     membership = Membership.objects.filter(organization_id=connection.organization_id, user=user).first()

@@ -149,3 +149,41 @@ def test_a_new_person_joins_by_choosing_a_password_with_the_link(session_client,
     assert user.check_password("a long and fresh passphrase")
     assert browser.get(path).status_code == 410  # used
     assert User.objects.filter(email="newcomer@example.com").count() == 1
+
+
+# --- Squatting an address through one's own invitation link (issue 19, finding 2, second round) ----
+# Creating an account with an invitation's link proves only that one holds the link: the gateway sends
+# no mail, so the inviter holds it too. Such an account's address is unverified until proved.
+
+
+def sign_up_through_the_link(accept_url: str, password: str = "a long and fresh passphrase") -> Client:
+    """A signed-out browser opens ``accept_url`` and chooses ``password``; it is signed in after."""
+    browser = Client()
+    response = browser.post(accept_url.removeprefix("http://testserver"), {"password": password})
+    assert response.status_code == 302, response.content
+    return browser
+
+
+def test_an_owner_cannot_squat_an_address_through_their_own_link_and_take_another_organizations_invitation(
+    session_client, organization, outsider
+):
+    """The outside check, replayed: B's owner invites newhire@a.test, opens the link signed out and
+    chooses a password; A's owner later invites the same address as admin. The account B's owner
+    made neither sees nor accepts A's invitation: only A's own link would, and B's owner has not got
+    it."""
+    b_owner = signed_in(outsider.user)
+    b_link = invite(b_owner, "newhire@a.test").json()["accept_url"]
+    sign_up_through_the_link(b_link, "mallory's passphrase for newhire")
+    a_invitation = invite(session_client, "newhire@a.test", "admin").json()
+
+    squatter = APIClient()
+    tokens = login(squatter, "newhire@a.test", "mallory's passphrase for newhire")
+    squatter.credentials(HTTP_AUTHORIZATION=f"Bearer {tokens['access']}")
+    assert squatter.get(MINE).json() == []  # nothing says that A invited the address, or as what
+    response = squatter.post(f"{MINE}/{a_invitation['id']}/accept")
+    assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"
+    assert squatter.post(f"{MINE}/{a_invitation['id']}/decline").status_code == 404
+    assert not Membership.objects.filter(organization=organization, user__email="newhire@a.test").exists()
+    assert session_client.get(f"{INVITATIONS}/{a_invitation['id']}").json()["status"] == "pending"
+    # A session of the squatting account reaches B only.
+    assert squatter.get("/api/v1/organizations/current").json()["id"] == str(outsider.organization.id)

@@ -4,8 +4,13 @@
   Decline. It needs a signed-in account but no membership: an account that belongs to no organization
   yet is where most invitations go.
 - ``/console/invitations/<token>/``: the accept link an owner passes on. Signed in as the invited
-  address, it offers Accept and Decline; signed out, it offers to sign in, or, for an address without
-  an account, to choose a password, which makes the account and accepts.
+  address, it offers Accept and Decline (posted back to the link: holding it is what lets an account
+  whose address is not verified answer); signed out, it offers to sign in, or, for an address without
+  an account, to choose a password, which makes the account (unverified) and accepts.
+
+An account made through an invitation link has proved only that it held the link, which its inviter
+saw too: its list is empty, and it answers each invitation through that invitation's own link
+(docs/security.md, "Squatting an address through an invitation link").
 
 Accepting, declining and signing up go through apps/organizations/services.py, as the API does.
 """
@@ -45,15 +50,12 @@ def invitation_list(request):
     )
 
 
-def _answer(request, invitation_id, *, accept: bool):
-    if not request.user.is_authenticated:
-        return redirect_to_login("/console/invitations/", settings.CONSOLE_LOGIN_URL)
-    invitation = get_object_or_404(selectors.invitations_for(request.user), pk=invitation_id)
+def _answer(request, invitation, *, accept: bool, token: str | None = None):
     try:
         if accept:
-            membership = services.invitation_accept(invitation=invitation, user=request.user)
+            membership = services.invitation_accept(invitation=invitation, user=request.user, token=token)
         else:
-            services.invitation_decline(invitation=invitation, user=request.user)
+            services.invitation_decline(invitation=invitation, user=request.user, token=token)
     except GatewayError as error:
         messages.error(request, error.message)
         return redirect("console:invitations")
@@ -65,14 +67,21 @@ def _answer(request, invitation_id, *, accept: bool):
     return redirect("console:home")
 
 
+def _answer_by_id(request, invitation_id, *, accept: bool):
+    if not request.user.is_authenticated:
+        return redirect_to_login("/console/invitations/", settings.CONSOLE_LOGIN_URL)
+    invitation = get_object_or_404(selectors.invitations_for(request.user), pk=invitation_id)
+    return _answer(request, invitation, accept=accept)
+
+
 @require_POST
 def invitation_accept(request, invitation_id):
-    return _answer(request, invitation_id, accept=True)
+    return _answer_by_id(request, invitation_id, accept=True)
 
 
 @require_POST
 def invitation_decline(request, invitation_id):
-    return _answer(request, invitation_id, accept=False)
+    return _answer_by_id(request, invitation_id, accept=False)
 
 
 @never_cache
@@ -87,6 +96,8 @@ def invitation_link(request, token: str):
         return _page(request, "console/invitations/link.html", context, status=410)
     if request.user.is_authenticated:
         context["is_invitee"] = request.user.email.lower() == invitation.email
+        if request.method == "POST" and request.POST.get("answer") in ("accept", "decline"):
+            return _answer(request, invitation, accept=request.POST["answer"] == "accept", token=token)
         return _page(request, "console/invitations/link.html", context)
     if request.method == "POST":
         try:

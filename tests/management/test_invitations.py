@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 from apps.accounts.models import User
 from apps.organizations.models import Membership
 from tests.conftest import login
-from tests.factories import MembershipFactory
+from tests.factories import MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -156,6 +156,12 @@ def test_a_new_person_joins_by_choosing_a_password_with_the_link(session_client,
 # no mail, so the inviter holds it too. Such an account's address is unverified until proved.
 
 
+def api_session(email: str, password: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {login(client, email, password)['access']}")
+    return client
+
+
 def sign_up_through_the_link(accept_url: str, password: str = "a long and fresh passphrase") -> Client:
     """A signed-out browser opens ``accept_url`` and chooses ``password``; it is signed in after."""
     browser = Client()
@@ -176,9 +182,7 @@ def test_an_owner_cannot_squat_an_address_through_their_own_link_and_take_anothe
     sign_up_through_the_link(b_link, "mallory's passphrase for newhire")
     a_invitation = invite(session_client, "newhire@a.test", "admin").json()
 
-    squatter = APIClient()
-    tokens = login(squatter, "newhire@a.test", "mallory's passphrase for newhire")
-    squatter.credentials(HTTP_AUTHORIZATION=f"Bearer {tokens['access']}")
+    squatter = api_session("newhire@a.test", "mallory's passphrase for newhire")
     assert squatter.get(MINE).json() == []  # nothing says that A invited the address, or as what
     response = squatter.post(f"{MINE}/{a_invitation['id']}/accept")
     assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"
@@ -187,3 +191,168 @@ def test_an_owner_cannot_squat_an_address_through_their_own_link_and_take_anothe
     assert session_client.get(f"{INVITATIONS}/{a_invitation['id']}").json()["status"] == "pending"
     # A session of the squatting account reaches B only.
     assert squatter.get("/api/v1/organizations/current").json()["id"] == str(outsider.organization.id)
+
+
+def link_path(invitation: dict) -> str:
+    return invitation["accept_url"].removeprefix("http://testserver")
+
+
+def console_post(browser: Client, path: str, data: dict):
+    """A form post from the page at ``path`` (its CSRF token included), as the console's buttons do."""
+    page = browser.get(path)
+    assert page.status_code == 200, page.content
+    return browser.post(path, {**data, "csrfmiddlewaretoken": browser.cookies["csrftoken"].value})
+
+
+@pytest.fixture
+def admin_browser(db) -> Client:
+    client = Client()
+    client.force_login(UserFactory(is_staff=True, is_superuser=True))
+    return client
+
+
+def test_only_an_account_made_through_an_invitation_link_has_an_unverified_address(
+    session_client, admin_browser, monkeypatch, db
+):
+    sign_up_through_the_link(invite(session_client, "linked@example.com").json()["accept_url"])
+    assert not User.objects.get(email="linked@example.com").email_verified
+    # The operator's ways: the Django admin's add page, bootstrap_admin (tests/management/test_bootstrap.py
+    # runs it on an empty gateway; here the account exists and the operator names it) and createsuperuser.
+    response = admin_browser.post(
+        "/admin/accounts/user/add/",
+        {
+            "email": "added@example.com",
+            "password1": "a long admin passphrase",
+            "password2": "a long admin passphrase",
+        },
+    )
+    assert response.status_code == 302, response.content
+    assert User.objects.get(email="added@example.com").email_verified
+    assert User.objects.create_superuser(email="root@example.com", password="x" * 20).email_verified
+    # The account list says which are which (read twice: the first shows the "added" message).
+    admin_browser.get("/admin/accounts/user/")
+    page = admin_browser.get("/admin/accounts/user/?email_verified__exact=0").content.decode()
+    assert "linked@example.com" in page and "added@example.com" not in page
+
+
+def test_the_first_admin_bootstrap_verifies_the_address_it_names(db):
+    from apps.organizations.services import first_admin_bootstrap
+
+    organization, user, _ = first_admin_bootstrap(
+        email="ops@example.com", password=None, organization_name="Ops"
+    )
+    assert user.email_verified and organization.memberships.get().user == user
+
+
+def test_an_unverified_account_answers_an_invitation_only_through_its_own_link(
+    session_client, organization, outsider
+):
+    """The real newcomer, whose account B's link made, is invited by A: the list and the ids say
+    nothing, A's link (which A's owner gave them) accepts, signed in as the address."""
+    b_owner = signed_in(outsider.user)
+    browser = sign_up_through_the_link(invite(b_owner, "newcomer@example.com").json()["accept_url"])
+    a_invitation = invite(session_client, "newcomer@example.com", "admin").json()
+
+    assert b"No invitations waiting" in browser.get("/console/invitations/").content
+    assert organization.name not in browser.get("/console/invitations/").content.decode()
+    token = browser.cookies["csrftoken"].value
+    by_id = browser.post(f"/console/invitations/{a_invitation['id']}/accept", {"csrfmiddlewaretoken": token})
+    assert by_id.status_code == 404
+    assert not Membership.objects.filter(
+        organization=organization, user__email="newcomer@example.com"
+    ).exists()
+
+    response = console_post(browser, link_path(a_invitation), {"answer": "accept"})
+    assert response.status_code == 302 and response["Location"] == "/console/"
+    membership = Membership.objects.get(organization=organization, user__email="newcomer@example.com")
+    assert membership.role == "admin"
+    assert session_client.get(f"{INVITATIONS}/{a_invitation['id']}").json()["status"] == "accepted"
+
+
+def test_an_unverified_account_declines_through_the_link(session_client, organization, outsider):
+    browser = sign_up_through_the_link(
+        invite(signed_in(outsider.user), "newcomer@example.com").json()["accept_url"]
+    )
+    a_invitation = invite(session_client, "newcomer@example.com").json()
+    response = console_post(browser, link_path(a_invitation), {"answer": "decline"})
+    assert response.status_code == 302
+    assert session_client.get(f"{INVITATIONS}/{a_invitation['id']}").json()["status"] == "declined"
+    assert not Membership.objects.filter(
+        organization=organization, user__email="newcomer@example.com"
+    ).exists()
+
+
+def test_the_link_answers_for_its_own_address_only(session_client, organization, outsider):
+    """Holding the link is not enough: the session must be the invited address's."""
+    invitation = invite(session_client, "someone@example.com").json()
+    browser = Client()
+    browser.force_login(outsider.user)
+    page = browser.get(link_path(invitation)).content.decode()
+    assert "this invitation is for another address" in page
+    response = console_post(browser, link_path(invitation), {"answer": "accept"})
+    assert response.status_code == 302 and response["Location"] == "/console/invitations/"
+    assert not Membership.objects.filter(organization=organization, user=outsider.user).exists()
+    assert session_client.get(f"{INVITATIONS}/{invitation['id']}").json()["status"] == "pending"
+
+
+def test_a_verified_account_answers_by_id_through_the_console_too(session_client, organization, outsider):
+    invitation = invite(session_client, outsider.user.email, "admin").json()
+    browser = Client()
+    browser.force_login(outsider.user)
+    assert organization.name in browser.get("/console/invitations/").content.decode()
+    token = browser.cookies["csrftoken"].value
+    response = browser.post(f"/console/invitations/{invitation['id']}/accept", {"csrfmiddlewaretoken": token})
+    assert response.status_code == 302
+    assert Membership.objects.get(organization=organization, user=outsider.user).role == "admin"
+
+
+def test_the_operator_reclaims_a_squatted_address_for_its_owner(
+    session_client, organization, outsider, admin_browser
+):
+    """Without single sign-on, the operator who has checked who owns the address reclaims the account
+    in the Django admin, then sets a password for its owner, who then sees A's invitation and accepts
+    it by its id (the address is verified now)."""
+    b_owner = signed_in(outsider.user)
+    squatters_browser = sign_up_through_the_link(
+        invite(b_owner, "newhire@a.test").json()["accept_url"], "mallory's passphrase for newhire"
+    )
+    squatters_api = api_session("newhire@a.test", "mallory's passphrase for newhire")
+    a_invitation = invite(session_client, "newhire@a.test", "admin").json()
+    account = User.objects.get(email="newhire@a.test")
+
+    response = admin_browser.post(
+        "/admin/accounts/user/", {"action": "reclaim", "_selected_action": [str(account.pk)]}
+    )
+    assert response.status_code == 302
+    account.refresh_from_db()
+    assert account.email_verified and not account.has_usable_password()
+    assert not Membership.objects.filter(user=account).exists()
+    assert squatters_api.get(MINE).status_code == 401
+    assert squatters_browser.get("/console/invitations/").status_code == 302  # signed out
+    response = admin_browser.post(
+        f"/admin/accounts/user/{account.pk}/password/",
+        {
+            "usable_password": "true",
+            "password1": "newhire's own passphrase",
+            "password2": "newhire's own passphrase",
+        },
+    )
+    assert response.status_code == 302, response.content
+
+    response = APIClient().post(
+        "/api/v1/auth/login",
+        {"email": "newhire@a.test", "password": "newhire's own passphrase"},
+        format="json",
+    )
+    # No organization yet: the console is the way in, where the verified account lists A's invitation.
+    assert response.status_code == 403 and response.json()["error"]["code"] == "no_organization"
+    browser = Client()
+    response = browser.post(
+        "/console/login/", {"login": "newhire@a.test", "password": "newhire's own passphrase"}
+    )
+    assert response.status_code == 302, response.content
+    page = browser.get("/console/invitations/")
+    assert organization.name in page.content.decode(), page
+    token = browser.cookies["csrftoken"].value
+    browser.post(f"/console/invitations/{a_invitation['id']}/accept", {"csrfmiddlewaretoken": token})
+    assert Membership.objects.get(organization=organization, user=account).role == "admin"

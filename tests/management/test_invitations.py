@@ -356,3 +356,22 @@ def test_the_operator_reclaims_a_squatted_address_for_its_owner(
     token = browser.cookies["csrftoken"].value
     browser.post(f"/console/invitations/{a_invitation['id']}/accept", {"csrfmiddlewaretoken": token})
     assert Membership.objects.get(organization=organization, user=account).role == "admin"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_accounts_that_exist_when_the_address_rule_arrives_count_as_verified():
+    """The migration: every existing account verified (they were made by the operator or single
+    sign-on, or cannot be told apart from those), new ones not unless made so."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before, after = [("accounts", "0001_initial")], [("accounts", "0002_email_verified")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old_user = executor.loader.project_state(before).apps.get_model("accounts", "User")
+    existing = old_user.objects.create(email="existing@example.com", password="!")
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(after)
+    assert User.objects.get(pk=existing.pk).email_verified
+    assert not User.objects.create_user(email="new@example.com", password=None).email_verified

@@ -4,7 +4,8 @@ An owner invites an address to the organization of the session (``/organizations
 list, create, read, revoke); nobody becomes a member until the account with that address accepts.
 The invited account lists the invitations to its own address and accepts or declines them
 (``/invitations``), with a session of any organization it belongs to; an account that belongs to none
-yet uses the console (``/console/invitations/``) or the accept link.
+yet uses the console (``/console/invitations/``) or the accept link. Only an account whose address is
+verified answers by id (``services._check_invitee``).
 """
 
 import uuid
@@ -117,7 +118,9 @@ class OrganizationInvitationViewSet(
 
 class ReceivedInvitationViewSet(viewsets.GenericViewSet, mixins.ListModelMixin):
     """The invitations to the signed-in account's own address that it can still answer, of any
-    organization. Another account's invitation answers 404."""
+    organization. Another account's invitation answers 404. An account made through an invitation link
+    (its address unverified) lists none and answers 404 for every id: it answers through each
+    invitation's own link, in the console."""
 
     serializer_class = ReceivedInvitationSerializer
     permission_classes = [IsAuthenticated]

@@ -153,7 +153,7 @@ def test_a_verified_account_of_another_organization_is_still_never_taken_over(
     assert list(Membership.objects.filter(user=elsewhere.user)) == [elsewhere]
 
 
-def test_an_account_single_sign_on_makes_has_a_verified_address(api_client, acme, oidc_provider):
+def test_an_account_made_by_single_sign_on_has_a_verified_address(api_client, acme, oidc_provider):
     client = browser()
     assert sso_through_api(api_client, oidc_provider, client).status_code == 302
     assert User.objects.get(email="alice@acme.test").email_verified

@@ -141,11 +141,18 @@ def _family(provider: str, model: str) -> str | None:
     candidates = [
         known
         for (known_provider, known) in SHIPPED_PRICES
-        if known_provider == provider
-        and model.startswith(known)
-        and _SNAPSHOT_SUFFIX.fullmatch(model, len(known)) is not None
+        if known_provider == provider and is_snapshot_of(model, known)
     ]
     return max(candidates, key=len, default=None)
+
+
+def is_snapshot_of(model: str, known: str) -> bool:
+    """``model`` is ``known`` or a dated snapshot (or "-latest") of it: the one rule of when two names
+    are the same model, for prices here and for policies' model scopes and denied models
+    (apps/policies/engine.py)."""
+    return model == known or (
+        model.startswith(known) and _SNAPSHOT_SUFFIX.fullmatch(model, len(known)) is not None
+    )
 
 
 def cost_usd(price: Price | None, usage: Usage) -> Decimal:

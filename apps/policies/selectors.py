@@ -10,7 +10,7 @@ from apps.keys.models import ApiKey
 from apps.providers.models import Provider
 from apps.teams.models import Team
 
-from .engine import CHAT, EMBEDDINGS, ModelCatalog, PolicyEngine, PolicySnapshot
+from .engine import CHAT, EMBEDDINGS, ModelCatalog, PolicyEngine, PolicySnapshot, UnreadableInput
 from .models import Policy
 from .patterns import patterns_digest
 
@@ -78,7 +78,13 @@ def policy_dry_run(
     endpoint, field = (CHAT, "messages") if messages is not None else (EMBEDDINGS, "input")
     sample = messages if messages is not None else input
     context = {"model": model, "team_id": team_id, "api_key_id": api_key_id}
-    verdict = engine.check_request({field: sample}, endpoint=endpoint, **context)
+    try:
+        verdict = engine.check_request({field: sample}, endpoint=endpoint, **context)
+    except UnreadableInput as unreadable:
+        message = str(unreadable)
+        raise InvalidRequest(
+            message, code="policy_unreadable_input", param=field, fields={field: [message]}
+        ) from None
     return {
         "action": verdict.action,
         "reason": verdict.reason,

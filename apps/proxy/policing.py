@@ -11,6 +11,7 @@ import logging
 
 from apps.core.errors import GatewayError
 from apps.events.publish import EventType, raise_event
+from apps.policies.engine import UnreadableInput
 
 from .answers import Answer, StreamOutcome
 from .pipeline import ProxyContext, Stage
@@ -24,6 +25,12 @@ class PolicyBlocked(GatewayError):
     code = "policy_blocked"
 
 
+class PolicyUnreadableInput(GatewayError):
+    status = 400
+    type = "invalid_request_error"
+    code = "policy_unreadable_input"
+
+
 class ApplyPolicies(Stage):
     slot = "policies"
     endpoints = frozenset({"chat.completions", "embeddings"})
@@ -34,9 +41,12 @@ class ApplyPolicies(Stage):
             return None
         team_id = ctx.team.id if ctx.team is not None else None
         model = ctx.body["model"]
-        verdict = engine.check_request(
-            ctx.body, endpoint=ctx.endpoint.name, model=model, team_id=team_id, api_key_id=ctx.key.id
-        )
+        try:
+            verdict = engine.check_request(
+                ctx.body, endpoint=ctx.endpoint.name, model=model, team_id=team_id, api_key_id=ctx.key.id
+            )
+        except UnreadableInput as unreadable:
+            raise PolicyUnreadableInput(str(unreadable), param=unreadable.param) from None
         record = ctx.record
         if verdict.decisions:
             record.policy_decisions = [decision.as_record() for decision in verdict.decisions]

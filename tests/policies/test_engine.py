@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from apps.policies.engine import PolicyEngine, PolicySnapshot
+from apps.policies.engine import PolicyEngine, PolicySnapshot, UnreadableInput
 
 ANY = {"model": "gpt-4o-mini", "team_id": None, "api_key_id": "key-1"}
 
@@ -89,16 +89,18 @@ def test_redaction_replaces_each_match_in_a_new_body_and_leaves_the_callers_alon
     }
 
 
-def test_embeddings_inputs_are_read_and_token_ids_skipped():
+def test_embeddings_inputs_are_read_and_token_ids_refused_where_a_policy_reads_text():
     engine = PolicyEngine.build([policy(detectors=("email",))])
+    models_only = PolicyEngine.build([policy(action="block", denied_models=frozenset({"x/y"}))])
 
     one = check(engine, {"input": "ada@example.com"}, endpoint="embeddings")
     many = check(engine, {"input": ["x", "bob@example.org"]}, endpoint="embeddings")
-    tokens = check(engine, {"input": [[1, 2, 3]]}, endpoint="embeddings")
+    with pytest.raises(UnreadableInput):
+        check(engine, {"input": [[1, 2, 3]]}, endpoint="embeddings")
 
     assert one.body["input"] == "[REDACTED:email]"
     assert many.body["input"] == ["x", "[REDACTED:email]"]
-    assert tokens.action is None
+    assert check(models_only, {"input": [[1, 2, 3]]}, endpoint="embeddings").action is None
 
 
 def test_terms_are_whole_words_and_case_insensitive():

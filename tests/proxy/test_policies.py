@@ -415,3 +415,149 @@ async def test_an_embeddings_request_is_read_whole_too(proxy, routed, organizati
 
     assert response.status_code == 200
     assert routed.last_request.json["user"] == "[REDACTED:email]"
+
+
+# --- Issue 19, second outside check: what still escaped the first fixes ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("policy", "requested"),
+    [
+        ({"denied_models": ["openai/o3"]}, "openai/o3-2025-04-16"),  # found by the outside check
+        ({"denied_models": ["openai/o3"]}, "openai/o3-latest"),
+        ({"denied_models": ["openai/o3-2025-04-16"]}, "openai/o3"),  # the bare name may serve it
+        ({"terms": ["titan"], "scope_models": ["fast"]}, "openai/gpt-4o-mini-2024-08-06"),  # found too
+        ({"terms": ["titan"], "scope_models": ["openai/gpt-4o-mini"]}, "openai/GPT-4o-mini-2024-07-18"),
+    ],
+)
+async def test_a_scope_and_a_denied_model_catch_the_dated_snapshots_of_the_model_they_name(
+    sdk, routed, organization, policy, requested
+):
+    await create_policy(organization=organization, name="titan", action="block", **policy)
+
+    with pytest.raises(openai.BadRequestError) as refused:
+        await sdk.chat.completions.create(
+            model=requested, messages=[{"role": "user", "content": "about titan"}]
+        )
+
+    assert refused.value.code == "policy_blocked"
+    assert routed.requests == []
+
+
+@pytest.mark.parametrize(
+    "requested", ["openai/o3-mini", "openai/o3-pro-2025-06-10", "openai/gpt-4o-2024-05-13"]
+)
+async def test_another_model_or_another_snapshot_is_not_the_model_a_policy_names(
+    sdk, routed, organization, requested
+):
+    await create_policy(
+        organization=organization,
+        name="no o3",
+        action="block",
+        denied_models=["openai/o3", "openai/gpt-4o-2024-08-06"],
+    )
+
+    answer = await sdk.chat.completions.create(model=requested, messages=[{"role": "user", "content": "hi"}])
+
+    assert answer.choices[0].message.content and len(routed.requests) == 1
+
+
+def _parts(*parts) -> dict:
+    return _body(messages=[{"role": "user", "content": [{"type": "text", "text": "look"}, *parts]}])
+
+
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # Found by the outside check: a data: prefix made any string unread.
+        _body(messages=[{"role": "user", "content": f"data:x;base64,\nmy ssn is {SSN}"}]),
+        _parts({"type": "text", "text": f"data:x;base64,\nmy ssn is {SSN}"}),
+        _parts({"type": "file", "file": {"filename": "a.txt", "file_data": f"my ssn is {SSN}"}}),
+        # In a field that carries media, only a base64 payload is left unread.
+        _parts({"type": "file", "file": {"file_data": f"data:text/plain;base64,my ssn is {SSN}"}}),
+        _parts({"type": "input_audio", "input_audio": {"data": f"{PNG} {SSN}", "format": "wav"}}),
+        _parts({"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}\n{SSN}"}}),
+        _parts({"type": "image_url", "image_url": {"url": f"data:image/png;x={SSN};base64,{PNG}"}}),
+        _parts({"type": "image_url", "image_url": {"url": f"https://example.com/{SSN}.png"}}),
+        _body(tools=[_tool(f"data:text/plain;base64,{SSN}")]),
+    ],
+)
+async def test_a_data_url_is_read_unless_it_is_a_base64_payload_in_a_field_that_carries_media(
+    proxy, routed, organization, gateway_key, body
+):
+    await create_policy(organization=organization, name="pii", action="block", detectors=["us_ssn"])
+
+    response = await proxy.post("/v1/chat/completions", json=body, headers=bearer(gateway_key[1]))
+
+    assert response.status_code == 400 and response.json()["error"]["code"] == "policy_blocked"
+    assert routed.requests == []
+
+
+async def test_a_redact_policy_that_finds_something_in_a_media_header_blocks_it(
+    proxy, routed, organization, gateway_key
+):
+    await create_policy(organization=organization, name="pii", action="redact", detectors=["us_ssn"])
+    url = f"data:image/png;x={SSN};base64,{PNG}"
+
+    response = await proxy.post(
+        "/v1/chat/completions",
+        json=_parts({"type": "image_url", "image_url": {"url": url}}),
+        headers=bearer(gateway_key[1]),
+    )
+
+    assert response.status_code == 400 and response.headers["x-gateway-policy-reason"] == "pii: us_ssn"
+    assert routed.requests == []
+
+
+async def test_a_base64_payload_wrapped_in_lines_in_a_media_field_passes_unread(
+    proxy, routed, organization, gateway_key
+):
+    await create_policy(organization=organization, name="pii", action="block", detectors=["us_ssn"])
+    wrapped = "\r\n".join([PNG] * 40) + "==\n"
+    body = _parts(
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{wrapped}"}},
+        {"type": "input_audio", "input_audio": {"data": wrapped, "format": "wav"}},
+        {"type": "file", "file": {"file_data": f"data:application/pdf;base64,{wrapped}"}},
+    )
+
+    response = await proxy.post("/v1/chat/completions", json=body, headers=bearer(gateway_key[1]))
+
+    assert response.status_code == 200, response.content
+    assert routed.last_request.json["messages"][0]["content"][1:] == body["messages"][0]["content"][1:]
+
+
+@pytest.mark.parametrize("tokens", [[1734, 374, 264], [[1734, 374], [264]]])
+async def test_embeddings_as_token_ids_are_refused_when_a_policy_reads_text(
+    proxy, routed, organization, gateway_key, outsider, tokens
+):
+    await create_policy(organization=organization, name="pii", action="redact", detectors=["email"])
+
+    response = await proxy.post(
+        "/v1/embeddings", json={"model": "embed", "input": tokens}, headers=bearer(gateway_key[1])
+    )
+
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert (error["code"], error["param"], error["type"]) == (
+        "policy_unreadable_input",
+        "input",
+        "invalid_request_error",
+    )
+    assert routed.requests == []
+
+
+async def test_embeddings_as_token_ids_pass_where_no_policy_reads_text(
+    proxy, routed, organization, gateway_key, outsider
+):
+    await create_policy(organization=organization, name="models", action="block", denied_models=["openai/o3"])
+    await create_policy(organization=outsider.organization, name="pii", action="block", detectors=["email"])
+
+    response = await proxy.post(
+        "/v1/embeddings", json={"model": "embed", "input": [[1734, 374]]}, headers=bearer(gateway_key[1])
+    )
+
+    assert response.status_code == 200, response.content
+    assert routed.last_request.json["input"] == [[1734, 374]]

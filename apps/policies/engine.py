@@ -8,10 +8,12 @@ the policies that name the same one); for each distinct set of policies that app
 ``apps/core/detectors.Scanner``, cached in the engine: a request compiles nothing. Where two rules
 match at the same place, the rule of the earlier policy takes it.
 
-A policy's patterns are compiled only when they passed the save-time check (``patterns.py``;
-``PolicySnapshot.patterns_checked``): patterns that did not (stored before the check existed, or
-written around the services) are never compiled, and the requests their policy applies to are
-blocked with the category ``unchecked_pattern`` (fail closed, like a scan that runs out of time).
+A policy's patterns and terms are compiled only when they passed the save-time check
+(``patterns.py``; ``PolicySnapshot.rules_checked``): ones that did not (stored before the check
+existed, or written around the services) are never compiled, and the requests their policy applies
+to are blocked with the category ``unchecked_pattern`` (fail closed, like a scan that runs out of
+time); so are a policy past the organization's bound (``ACTIVE_POLICIES_LIMIT``, the compile time
+and size the checks measured), with the category ``organization_limit``.
 
 Every scan of one request shares one deadline (``GATEWAY_POLICY_TIMEOUT_SECONDS``, handed to the
 ``regex`` package's ``timeout=``): a request whose scan does not finish is blocked with the category
@@ -20,6 +22,7 @@ Every scan of one request shares one deadline (``GATEWAY_POLICY_TIMEOUT_SECONDS`
 """
 
 import json
+import logging
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,6 +34,10 @@ from django.conf import settings
 from apps.catalog.pricing import is_snapshot_of
 from apps.core.detectors import Match, Rule, Scanner, ScanTimeout, compiled_rule, detector, replace
 
+from .patterns import ACTIVE_POLICIES_LIMIT, RulesCost, organization_refusal, term_source
+
+logger = logging.getLogger(__name__)
+
 BLOCKED, REDACTED, FLAGGED = "blocked", "redacted", "flagged"
 _ACTION_OF = {"block": BLOCKED, "redact": REDACTED, "flag": FLAGGED}
 CHAT, EMBEDDINGS = "chat.completions", "embeddings"
@@ -38,6 +45,7 @@ REASON_LIMIT = 200
 NAME_LIMIT = 200
 TIMEOUT = "timeout"
 UNCHECKED_PATTERN = "unchecked_pattern"
+OVER_LIMIT = "organization_limit"
 DENIED_MODEL = "denied_model"
 PROMPT_TOO_LONG = "max_prompt_chars"
 # A stream holds back at most this much of each choice's text (a match may still grow into what
@@ -70,8 +78,11 @@ class PolicySnapshot:
     denied_models: frozenset[str] = frozenset()
     max_prompt_chars: int | None = None
     apply_to_response: bool = False
-    # The patterns passed the save-time check (their digest matches): only then are they compiled.
-    patterns_checked: bool = False
+    # The patterns and terms passed the save-time check (their digest matches): only then are they
+    # compiled, and their measures from the check count towards the organization's bound.
+    rules_checked: bool = False
+    compile_micros: int = 0
+    program_bytes: int = 0
     teams: frozenset[str] = frozenset()
     api_keys: frozenset[str] = frozenset()
     models: frozenset[str] = frozenset()
@@ -178,18 +189,6 @@ class RequestVerdict:
         return any(decision.action == REDACTED for decision in self.decisions)
 
 
-def term_source(terms: Iterable[str]) -> str:
-    """Denied terms: case-insensitive, whole words; the longest first. Each term's left boundary is
-    checked after its first characters (a lookbehind first would be tried at every position)."""
-    alternatives = []
-    for term in sorted(set(terms), key=lambda t: (-len(t), t)):
-        escaped = regex.escape(term)
-        alternatives.append(
-            f"{escaped}(?<!\\w{escaped})(?!\\w)" if term[:1].isalnum() or term[:1] == "_" else escaped
-        )
-    return "(?i:" + "|".join(alternatives) + ")"
-
-
 @dataclass(eq=False)
 class _Compiled:
     scanner: Scanner
@@ -214,8 +213,10 @@ class PolicyEngine:
     timeout: float
     # Every distinct rule, compiled, with the policies (indices) that own it.
     _rules: list[tuple[Rule, regex.Pattern, tuple[int, ...]]] = field(default_factory=list, repr=False)
-    # Policies whose patterns were never checked: they block the requests they apply to.
+    # Policies whose patterns or terms were never checked, or that are past the organization's
+    # bound: they block the requests they apply to (with UNCHECKED_PATTERN, OVER_LIMIT).
     _unchecked: frozenset[int] = frozenset()
+    _over_limit: frozenset[int] = frozenset()
     catalog: ModelCatalog = EMPTY_CATALOG
     # Per policy: the deployments its scope.models and its denied_models name.
     _scope_deployments: tuple[frozenset[Deployment], ...] = ()
@@ -272,17 +273,34 @@ class PolicyEngine:
         return not self.policies
 
     def _index_rules(self) -> None:
-        """Every distinct rule once, compiled, with the policies that use it, in policy order."""
+        """Every distinct rule once, compiled, with the policies that use it, in policy order.
+
+        Patterns and terms are compiled only when they passed the save-time check, and only while
+        the policies compiled so far stay within the organization's bound (the measures each kept
+        from its check): the services refuse a save past it, so a policy past it was written around
+        them; it is not compiled and blocks what it applies to."""
         by_key: dict[tuple, tuple[Rule, list[int]]] = {}
-        unchecked = set()
+        unchecked, over = set(), set()
+        spent = RulesCost()
         for index, policy in enumerate(self.policies):
+            if index >= ACTIVE_POLICIES_LIMIT:
+                over.add(index)
+                continue
+            if policy.patterns or policy.terms:
+                if not policy.rules_checked:
+                    unchecked.add(index)
+                    continue
+                total = RulesCost(
+                    spent.compile_micros + policy.compile_micros, spent.program_bytes + policy.program_bytes
+                )
+                if organization_refusal(active=index + 1, cost=total) is not None:
+                    over.add(index)
+                    continue
+                spent = total
             keys: list[tuple[tuple, Rule]] = [
                 (("detector", name), detector(name)) for name in policy.detectors
             ]
-            if policy.patterns and not policy.patterns_checked:
-                unchecked.add(index)
-            else:
-                keys += [(("pattern", p), Rule("pattern", f"(?:{p})")) for p in policy.patterns]
+            keys += [(("pattern", p), Rule("pattern", f"(?:{p})")) for p in policy.patterns]
             if policy.terms:
                 terms = tuple(sorted(set(policy.terms)))
                 longest = max(len(term) for term in terms)
@@ -293,7 +311,12 @@ class PolicyEngine:
                 owners = by_key.setdefault(key, (rule, []))[1]
                 if index not in owners:
                     owners.append(index)
-        self._unchecked = frozenset(unchecked)
+        self._unchecked, self._over_limit = frozenset(unchecked), frozenset(over)
+        if over:
+            logger.warning(
+                "Policies past the organization's bound are not compiled and block their requests: %s",
+                ", ".join(self.policies[index].id for index in sorted(over)),
+            )
         # Compiled here, when the configuration loads: the built-in detectors come compiled from
         # their module; the organization's patterns and terms are compiled now, and not kept in the
         # ``regex`` package's own cache (each engine holds its own until its generation is replaced).
@@ -367,9 +390,10 @@ class PolicyEngine:
                 triggers.append((DENIED_MODEL, 1, FLAGGED if action == REDACTED else action))
             if policy.max_prompt_chars is not None and total_chars > policy.max_prompt_chars:
                 triggers.append((PROMPT_TOO_LONG, 1, FLAGGED if action == REDACTED else action))
-            if index in self._unchecked:
+            if index in self._unchecked or index in self._over_limit:
                 action = BLOCKED
-                triggers.insert(0, (UNCHECKED_PATTERN, 1, BLOCKED))
+                category = UNCHECKED_PATTERN if index in self._unchecked else OVER_LIMIT
+                triggers.insert(0, (category, 1, BLOCKED))
             for (owner, category), count in counts.items():
                 if owner == index:
                     triggers.append((category, count, action))

@@ -31,9 +31,12 @@ class Policy(UUIDModel):
     scope_teams = models.JSONField(default=list, blank=True)
     scope_api_keys = models.JSONField(default=list, blank=True)
     scope_models = models.JSONField(default=list, blank=True)
-    # The digest of the pattern list that passed the save-time check (patterns.py): the proxy compiles
-    # only a list whose digest matches, so no unchecked pattern is ever compiled by a server.
-    patterns_digest = models.CharField(max_length=64, blank=True, default="", editable=False)
+    # What the save-time check (patterns.py) measured of the patterns and terms, and the digest of
+    # them with those measures: the proxy compiles only lists whose digest matches, so nothing
+    # unchecked is ever compiled by a server, and the measures bound the organization's total.
+    rules_digest = models.CharField(max_length=64, blank=True, default="", editable=False)
+    compile_micros = models.PositiveIntegerField(default=0, editable=False)
+    program_bytes = models.PositiveIntegerField(default=0, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

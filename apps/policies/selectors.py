@@ -12,7 +12,7 @@ from apps.teams.models import Team
 
 from .engine import CHAT, EMBEDDINGS, ModelCatalog, PolicyEngine, PolicySnapshot, UnreadableInput
 from .models import Policy
-from .patterns import patterns_digest
+from .patterns import RulesCost, rules_digest
 
 
 def policies_of(organization_id) -> QuerySet[Policy]:
@@ -43,11 +43,18 @@ def snapshot(policy: Policy) -> PolicySnapshot:
         denied_models=frozenset(policy.denied_models),
         max_prompt_chars=policy.max_prompt_chars,
         apply_to_response=policy.apply_to_response,
-        patterns_checked=policy.patterns_digest == patterns_digest(policy.patterns),
+        rules_checked=policy.rules_digest == rules_digest(policy.patterns, policy.terms, cost_of(policy)),
+        compile_micros=policy.compile_micros,
+        program_bytes=policy.program_bytes,
         teams=frozenset(policy.scope_teams),
         api_keys=frozenset(policy.scope_api_keys),
         models=frozenset(policy.scope_models),
     )
+
+
+def cost_of(policy: Policy) -> RulesCost:
+    """What the save-time check measured of the policy's patterns and terms."""
+    return RulesCost(policy.compile_micros, policy.program_bytes)
 
 
 def model_catalog(organization_id) -> ModelCatalog:

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 import regex
 from django.db import IntegrityError, transaction
+from django.db.models import Sum
 
 from apps.core.detectors import DETECTOR_NAMES
 from apps.core.errors import Conflict, InvalidRequest
@@ -17,7 +18,14 @@ from apps.teams.models import Team
 
 from . import selectors
 from .models import Action, Policy
-from .patterns import check_patterns, patterns_digest
+from .patterns import (
+    ACTIVE_POLICIES_LIMIT,
+    PatternRefused,
+    RulesCost,
+    check_rules,
+    organization_refusal,
+    rules_digest,
+)
 
 NAME_LENGTH = 100
 PATTERNS_LIMIT = 50
@@ -58,15 +66,16 @@ def policy_create(*, organization: Organization, name: str, action: str, **value
         values["order"] = selectors.next_policy_order(organization.id, limit=ORDER_LIMIT)
     policy = Policy(organization=organization)
     _apply(policy, {"name": name, "action": action, **values})
-    return _save(policy, create=True)
+    return _save(policy, create=True, grows=True)
 
 
 def policy_update(*, policy: Policy, **changes) -> Policy:
     unknown = set(changes) - set(FIELDS)
     if unknown:
         raise TypeError(f"unknown policy fields: {', '.join(sorted(unknown))}")
-    _apply(policy, changes)
-    return _save(policy, create=False)
+    rechecked = _apply(policy, changes)
+    grows = rechecked or bool({"is_active", "patterns", "terms"} & set(changes))
+    return _save(policy, create=False, grows=grows)
 
 
 def policy_delete(*, policy: Policy) -> None:
@@ -97,7 +106,9 @@ def policies_reorder(*, organization: Organization, policy_ids: Iterable) -> lis
     return ordered
 
 
-def _save(policy: Policy, *, create: bool) -> Policy:
+def _save(policy: Policy, *, create: bool, grows: bool) -> Policy:
+    """``grows``: the save may add to what the organization's active policies cost to compile (a new
+    or reactivated policy, changed patterns or terms), which is then checked against its bound."""
     taken = Policy.objects.filter(organization_id=policy.organization_id, name=policy.name)
     if not create:
         taken = taken.exclude(pk=policy.pk)
@@ -105,6 +116,8 @@ def _save(policy: Policy, *, create: bool) -> Policy:
         raise _name_taken(policy.name)
     try:
         with transaction.atomic():
+            if policy.is_active and grows:
+                _check_organization_bound(policy)
             policy.save()
             bump_generation(policy.organization_id)
     except IntegrityError as error:  # a concurrent request took the name between the check and the insert
@@ -112,12 +125,48 @@ def _save(policy: Policy, *, create: bool) -> Policy:
     return policy
 
 
+def _check_organization_bound(policy: Policy) -> None:
+    """The organization's active policies, this one as it will be saved included, within the bound
+    of ``patterns.organization_refusal``. The organization's row is locked first, so two saves of
+    its policies at once are checked one after the other, each counting the other's."""
+    Organization.objects.select_for_update().filter(pk=policy.organization_id).values_list("pk").first()
+    others = Policy.objects.filter(organization_id=policy.organization_id, is_active=True)
+    if policy.pk is not None and not policy._state.adding:
+        others = others.exclude(pk=policy.pk)
+    totals = others.aggregate(micros=Sum("compile_micros"), size=Sum("program_bytes"))
+    count = others.count()
+    cost = RulesCost(
+        (totals["micros"] or 0) + policy.compile_micros, (totals["size"] or 0) + policy.program_bytes
+    )
+    refusal = organization_refusal(active=count + 1, cost=cost)
+    if refusal is None:
+        return
+    if count + 1 > ACTIVE_POLICIES_LIMIT:
+        field, message = "is_active", f"{refusal} Deactivate or delete one first."
+    else:
+        field = "patterns" if policy.patterns else "terms"
+        message = (
+            f"{refusal} The others take {(totals['micros'] or 0) / 1000:.0f} ms and "
+            f"{(totals['size'] or 0) // 1024} KiB already, this one {policy.compile_micros / 1000:.0f} ms "
+            f"and {policy.program_bytes // 1024} KiB."
+        )
+    raise InvalidRequest(
+        f"Invalid value for '{field}': {message}",
+        code="validation_error",
+        param=field,
+        fields={field: [message]},
+    )
+
+
 def _name_taken(name: str) -> Conflict:
     return Conflict(f"A policy named '{name}' exists already.", code="policy_name_taken")
 
 
-def _apply(policy: Policy, values: dict) -> None:
+def _apply(policy: Policy, values: dict) -> bool:
+    """Checks ``values`` and sets them on ``policy`` (InvalidRequest naming every field refused);
+    True when the patterns and terms were checked (and measured) again."""
     errors: dict[str, list[str]] = {}
+    rechecked = False
 
     def check(field: str, value):
         try:
@@ -131,13 +180,19 @@ def _apply(policy: Policy, values: dict) -> None:
         for field, value in checked.items():
             setattr(policy, field, value)
         errors = _check_whole(policy)
-    if not errors and policy.patterns_digest != patterns_digest(policy.patterns):
-        # New patterns were checked above; patterns stored unchecked (before the check existed, or
-        # written around the services) are checked on any save, which is how an admin clears them.
-        if "patterns" not in values:
-            check("patterns", policy.patterns)
-        if not errors:
-            policy.patterns_digest = patterns_digest(policy.patterns)
+    cost = RulesCost(policy.compile_micros, policy.program_bytes)
+    if not errors and policy.rules_digest != rules_digest(policy.patterns, policy.terms, cost):
+        # Changed patterns or terms, and ones stored unchecked (before the check existed, or written
+        # around the services) are checked (and measured) on any save, which is how an admin
+        # clears them. Never compiled in this process: a pattern can take seconds and gigabytes.
+        try:
+            cost = check_rules(policy.patterns, policy.terms)
+        except PatternRefused as refused:
+            errors[refused.field] = [str(refused)]
+        else:
+            policy.compile_micros, policy.program_bytes = cost.compile_micros, cost.program_bytes
+            policy.rules_digest = rules_digest(policy.patterns, policy.terms, cost)
+            rechecked = True
     if errors:
         first = next(iter(errors))
         raise InvalidRequest(
@@ -146,6 +201,7 @@ def _apply(policy: Policy, values: dict) -> None:
             param=first,
             fields=errors,
         )
+    return rechecked
 
 
 def _check_whole(policy: Policy) -> dict[str, list[str]]:
@@ -223,9 +279,7 @@ def _patterns(value, policy) -> list[str]:
                 f"Pattern {position}: backreferences, recursion and conditionals are not supported."
             )
         patterns.append(source)
-    # Never compiled in this process: a pattern can take seconds and gigabytes to compile.
-    check_patterns(patterns)
-    return list(dict.fromkeys(patterns))
+    return list(dict.fromkeys(patterns))  # compiled and measured with the terms: _apply
 
 
 def _terms(value, policy) -> list[str]:

@@ -9,11 +9,19 @@ regions) applies to the next request on every worker, and the usual request does
 A copy is also read again once it is older than ``GATEWAY_CONFIG_MAX_AGE_SECONDS``, in case a
 change bumped nothing; the requests that arrive meanwhile are served the copy held, and a worker
 reads an organization once however many requests need it at the same moment (``ConfigStore``).
+
+The organization's policies are compiled after the read, in a thread of their own
+(``_POLICY_BUILDS``), not in the thread every database call of the worker shares
+(``database_sync_to_async`` is thread-sensitive): a slow build holds up that organization's requests
+only, which wait for it, and never another organization's key or configuration read. Compiling
+still takes the GIL in turns with every thread, so what bounds its cost is the save-time check
+(``apps/policies/patterns.py``: 250 ms of compile time per organization at most).
 """
 
 import asyncio
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -31,7 +39,7 @@ from apps.experiments.catalog import ExperimentCatalog
 from apps.experiments.selectors import experiment_snapshots
 from apps.limits.selectors import OrganizationLimits, organization_limits
 from apps.organizations.selectors import organization_snapshot
-from apps.policies.engine import ModelCatalog, PolicyEngine
+from apps.policies.engine import ModelCatalog, PolicyEngine, PolicySnapshot
 from apps.policies.selectors import active_policy_snapshots
 from apps.prompts.catalog import EMPTY_CATALOG, PromptCatalog
 from apps.prompts.selectors import prompt_snapshots
@@ -64,8 +72,10 @@ class OrganizationConfig:
     # The organization's cache purge epoch, part of every L2 key; None: unknown (Redis unreachable
     # when the configuration was read), and L2 is skipped rather than risk serving purged entries.
     cache_epoch: int | None = 0
-    # The organization's active policies, compiled once for this generation (policing.py).
+    # The organization's active policies, compiled once for this generation (policing.py), from
+    # ``policy_snapshots`` by ``build_policies`` after the read, off the database thread.
     policies: PolicyEngine | None = None
+    policy_snapshots: tuple[PolicySnapshot, ...] = ()
     # Its prompt templates, every version compiled, labels resolved (templating.py).
     prompts: PromptCatalog = EMPTY_CATALOG
     # Its running experiments, by target (experimenting.py).
@@ -117,8 +127,17 @@ def render_models_body(aliases: dict[str, AliasSnapshot] | list[AliasSnapshot]) 
 
 
 def load_organization_config(organization_id: str, generation: int) -> OrganizationConfig | None:
+    """The organization's configuration with its policies compiled (``read_organization_config``
+    then ``build_policies``, in the calling thread)."""
+    config = read_organization_config(organization_id, generation)
+    if config is not None:
+        build_policies(config)
+    return config
+
+
+def read_organization_config(organization_id: str, generation: int) -> OrganizationConfig | None:
     """Reads the organization through its domains' selectors (thirteen queries, one thread hop) and its
-    cache purge epoch (one Redis read)."""
+    cache purge epoch (one Redis read); its policies are read, not compiled (``build_policies``)."""
     organization = organization_snapshot(organization_id)
     if organization is None:
         return None
@@ -145,19 +164,36 @@ def load_organization_config(organization_id: str, generation: int) -> Organizat
             **{team.id: effective_settings(organization, team) for team in teams},
         },
         cache_epoch=cache_epoch(organization_id),
-        # Built here, in the thread that loads the configuration: every pattern is compiled now, and
-        # scopes and denied models are matched on the deployments the catalog's aliases resolve to.
-        policies=PolicyEngine.build(
-            active_policy_snapshots(organization_id),
-            catalog=ModelCatalog.from_aliases(aliases.values(), Provider.values),
-        ),
+        policy_snapshots=active_policy_snapshots(organization_id),
         prompts=prompt_snapshots(organization_id),
         experiments=experiment_snapshots(organization_id),
         models_body=render_models_body(aliases),
     )
 
 
-_load_async = database_sync_to_async(load_organization_config)
+def build_policies(config: OrganizationConfig) -> OrganizationConfig:
+    """Compiles the organization's policies (every pattern and term list now), their scopes and denied
+    models matched on the deployments the configuration's aliases resolve to."""
+    config.policies = PolicyEngine.build(
+        config.policy_snapshots,
+        catalog=ModelCatalog.from_aliases(config.aliases.values(), Provider.values),
+    )
+    return config
+
+
+# Two threads: one organization's build does not queue another's behind it for long, and the GIL
+# makes more of them no faster.
+_POLICY_BUILDS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="policy-build")
+_read_async = database_sync_to_async(read_organization_config)
+
+
+async def _load_async(organization_id: str, generation: int) -> OrganizationConfig | None:
+    config = await _read_async(organization_id, generation)
+    if config is None:
+        return None
+    if not config.policy_snapshots:
+        return build_policies(config)  # an empty engine: nothing to compile
+    return await asyncio.get_running_loop().run_in_executor(_POLICY_BUILDS, build_policies, config)
 
 
 class ConfigStore:

@@ -76,7 +76,7 @@ def test_a_detector_that_refuses_a_match_leaves_the_place_to_the_next_rule():
                 action="redact",
                 detectors=("payment_card",),
                 patterns=(r"\d{4} \d{4}",),
-                patterns_checked=True,
+                rules_checked=True,
             )
         ]
     )

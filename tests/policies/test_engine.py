@@ -12,7 +12,7 @@ ANY = {"model": "gpt-4o-mini", "team_id": None, "api_key_id": "key-1"}
 
 
 def policy(name="p", action="redact", **values) -> PolicySnapshot:
-    values.setdefault("patterns_checked", True)  # as the selector says of patterns saved through the API
+    values.setdefault("rules_checked", True)  # as the selector says of patterns saved through the API
     return PolicySnapshot(id=f"id-{name}", name=name, action=action, **values)
 
 

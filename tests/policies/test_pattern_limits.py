@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from apps.policies.engine import PolicyEngine
 from apps.policies.models import Policy
-from apps.policies.patterns import PatternRefused, check_patterns
+from apps.policies.patterns import PatternRefused, check_rules
 from apps.policies.selectors import active_policy_snapshots
 from tests.policies.test_policies_api import PATHOLOGICAL_PATTERNS
 
@@ -18,7 +18,7 @@ URL = "/api/v1/policies"
 def test_the_check_never_waits_past_its_wall_clock_bound_and_refuses_what_it_could_not_finish():
     # However slow the machine, the child is killed at the bound: here it cannot even start in time.
     with pytest.raises(PatternRefused) as refused:
-        check_patterns(["ACME-[0-9]+", "ok"], wall_seconds=0.001)
+        check_rules(["ACME-[0-9]+", "ok"], [], wall_seconds=0.001)
 
     assert refused.value.position == 0
     assert "could not be compiled and tested within 0.001 s" in str(refused.value)
@@ -71,7 +71,7 @@ def test_any_pattern_is_accepted_and_then_scans_or_is_refused_with_its_field(ses
         assert response.json()["error"]["fields"]["patterns"][0].startswith("Pattern 0 ")
         return
     [snapshot] = active_policy_snapshots(Policy.objects.get().organization_id)
-    assert snapshot.patterns_checked
+    assert snapshot.rules_checked
     engine = PolicyEngine.build([snapshot])
     body = {"model": "m", "messages": [{"role": "user", "content": "a" * 2000 + "b"}]}
     engine.check_request(body, endpoint="chat.completions", model="m", team_id=None, api_key_id="k")
@@ -80,6 +80,6 @@ def test_any_pattern_is_accepted_and_then_scans_or_is_refused_with_its_field(ses
 @pytest.mark.parametrize(("pattern", "why"), PATHOLOGICAL_PATTERNS)
 def test_each_pathological_pattern_is_refused_by_the_check_itself(pattern, why):
     with pytest.raises(PatternRefused) as refused:
-        check_patterns([pattern])
+        check_rules([pattern], [])
 
     assert why in str(refused.value)

@@ -102,13 +102,13 @@ def test_patterns_stored_unchecked_are_checked_when_the_policy_is_next_saved(ses
     blocks what it applies to (tests/proxy/test_policies.py); any save checks its patterns again."""
     good = Policy.objects.create(organization=organization, name="old", action="flag", patterns=["ACME"])
     bad = Policy.objects.create(organization=organization, name="bad", action="flag", patterns=["(a+)+$"])
-    assert [s.patterns_checked for s in active_policy_snapshots(organization.id)] == [False, False]
+    assert [s.rules_checked for s in active_policy_snapshots(organization.id)] == [False, False]
 
     assert session_client.patch(f"{URL}/{good.id}", {"order": 3}, format="json").status_code == 200
     refused = session_client.patch(f"{URL}/{bad.id}", {"order": 4}, format="json")
 
     assert "Pattern 0 searches too slowly" in assert_error(refused, 400, "validation_error")["message"]
-    assert [(s.name, s.patterns_checked) for s in active_policy_snapshots(organization.id)] == [
+    assert [(s.name, s.rules_checked) for s in active_policy_snapshots(organization.id)] == [
         ("bad", False),
         ("old", True),
     ]

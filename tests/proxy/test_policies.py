@@ -3,6 +3,7 @@ entry and the events, for a redaction, a block and a flag; the answer redacted, 
 
 import asyncio
 import json
+import threading
 
 import openai
 import pytest
@@ -561,3 +562,74 @@ async def test_embeddings_as_token_ids_pass_where_no_policy_reads_text(
 
     assert response.status_code == 200, response.content
     assert routed.last_request.json["input"] == [[1734, 374]]
+
+
+async def test_an_organizations_policy_build_never_holds_up_another_organizations_database_calls(
+    proxy, routed, organization, outsider, gateway_key, monkeypatch
+):
+    """The outside check: forty term lists compiling for 16 s in the thread every database call
+    shares held up another organization's new key for 15.96 s. Here the build of this organization's
+    pattern is held until the other organization has been answered: a new key of it (a key read, a
+    configuration read, both database calls) must not wait for the build."""
+    from tests.factories import create_api_key
+
+    await create_policy(organization=organization, name="codes", action="flag", patterns=[r"ACME-\d{4}"])
+    _, outsider_secret = await database_sync_to_async(create_api_key)(outsider.organization)
+    building, release = threading.Event(), threading.Event()
+    real = regex.compile
+
+    def held(pattern, *args, **kwargs):
+        if pattern == r"(?:ACME-\d{4})":
+            building.set()
+            release.wait(timeout=30)
+        return real(pattern, *args, **kwargs)
+
+    monkeypatch.setattr(regex, "compile", held)
+    chat = {"model": "fast", "messages": [{"role": "user", "content": "ACME-1234"}]}
+    mine = asyncio.create_task(proxy.post("/v1/chat/completions", json=chat, headers=bearer(gateway_key[1])))
+    try:
+        assert await asyncio.to_thread(building.wait, 10)
+        theirs = await asyncio.wait_for(proxy.get("/v1/models", headers=bearer(outsider_secret)), 10)
+        assert not mine.done()  # this organization's request waits for its own build
+    finally:
+        release.set()
+
+    assert theirs.status_code == 200
+    answer = await mine
+    assert answer.status_code == 200 and answer.headers["x-gateway-policy-action"] == "flagged"
+
+
+async def test_terms_stored_unchecked_are_never_compiled_and_block_their_policys_requests(
+    sdk, routed, organization, compiles
+):
+    from apps.policies.models import Policy
+
+    await Policy.objects.acreate(organization=organization, name="legacy", action="flag", terms=["falcon"])
+
+    with pytest.raises(openai.BadRequestError) as refused:
+        await sdk.chat.completions.create(model="fast", messages=[{"role": "user", "content": "hi"}])
+
+    assert refused.value.response.headers["x-gateway-policy-reason"] == "legacy: unchecked_pattern"
+    assert routed.requests == [] and not any("falcon" in source for source, _ in compiles)
+
+
+async def test_policies_past_the_organizations_bound_are_not_compiled_and_block_their_requests(
+    sdk, routed, organization
+):
+    """Written around the services (which refuse the 51st active policy): the first fifty apply,
+    the rest block the requests they apply to rather than add to what the load compiles."""
+    from apps.policies.models import Policy
+    from apps.policies.patterns import ACTIVE_POLICIES_LIMIT
+
+    await Policy.objects.abulk_create(
+        Policy(organization=organization, name=f"p{i}", action="flag", detectors=["email"], order=i)
+        for i in range(ACTIVE_POLICIES_LIMIT + 1)
+    )
+
+    with pytest.raises(openai.BadRequestError) as refused:
+        await sdk.chat.completions.create(model="fast", messages=[{"role": "user", "content": "hi"}])
+
+    assert refused.value.response.headers["x-gateway-policy-reason"] == (
+        f"p{ACTIVE_POLICIES_LIMIT}: organization_limit"
+    )
+    assert routed.requests == []

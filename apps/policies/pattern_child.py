@@ -2,11 +2,13 @@
 it and kills it when it runs past its wall-clock limit). Run as a script, ``python -I`` on this
 file: it imports nothing but the standard library and ``regex``, never the project or Django.
 
-Reads ``{"patterns": [...], "limits": {...}}`` on stdin and writes one JSON line per pattern as it
-goes (flushed), so the parent knows which pattern it was on if it has to kill it. It stops at the
-first pattern it refuses. Time is the process's CPU time (``ITIMER_PROF``), not the wall clock, so a
-busy machine does not refuse a pattern a quiet one accepts; the parent's wall-clock kill bounds the
-rest. Memory is capped with ``RLIMIT_AS``: a pattern whose program would not fit fails to compile.
+Reads ``{"patterns": [...], "limits": {...}, "search": [...]}`` on stdin (``search``, optional: per
+pattern, whether to test-run it; a policy's terms are escaped words, whose search cannot backtrack)
+and writes one JSON line per pattern as it goes (flushed), so the parent knows which pattern it was
+on if it has to kill it. It stops at the first pattern it refuses. Time is the process's CPU time
+(``ITIMER_PROF``), not the wall clock, so a busy machine does not refuse a pattern a quiet one
+accepts; the parent's wall-clock kill bounds the rest. Memory is capped with ``RLIMIT_AS``: a
+pattern whose program would not fit fails to compile.
 """
 
 import json
@@ -56,7 +58,7 @@ def samples(source: str, length: int) -> list[str]:
     return texts
 
 
-def check(source: str, limits: dict) -> dict:
+def check(source: str, limits: dict, *, search: bool = True) -> dict:
     """Compiles and test-runs one pattern: the measures, or ``refused`` and why. Called with the
     phase's CPU limit armed; an OverTime that arrives as a phase ends is the caller's to catch."""
     global phase
@@ -77,6 +79,8 @@ def check(source: str, limits: dict) -> dict:
     size = sys.getsizeof(pattern)  # the compiled program, which the proxy keeps in memory
     if size > limits["size_bytes"]:
         return {"refused": "size", "size": size}
+    if not search:
+        return {"compile": compile_seconds, "search": 0.0, "size": size}
     # A search runs in C, where no signal handler runs until it returns: the ``regex`` package's own
     # timeout (wall clock, checked inside the search) stops it, the timer the rest.
     phase = "search_time"
@@ -102,12 +106,13 @@ def main() -> None:
     memory = limits["memory_bytes"]
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     signal.signal(signal.SIGPROF, _over_time)
+    searched = request.get("search") or [True] * len(request["patterns"])
     for index, source in enumerate(request["patterns"]):
         # The timer is one-shot: once it has raised OverTime it is off. It may raise anywhere up to
         # the moment it is disarmed (in the MemoryError handler too), hence the outer ``try``.
         try:
             try:
-                result = check(source, limits)
+                result = check(source, limits, search=searched[index])
             except MemoryError:
                 _limit(0)
                 result = {"refused": "size"}

@@ -149,16 +149,20 @@ def check_rules(patterns: list[str], terms: list[str], *, wall_seconds: float = 
     sources = [*patterns, term_source(terms)] if terms else list(patterns)
     if not sources:
         return RulesCost()
+    # The terms are escaped words: their search cannot backtrack, it only grows with their number
+    # (200 phrases take about 4 ms on 4,096 characters, bounded on a request by the scan's deadline);
+    # what they cost to compile is what is checked.
+    searched = [True] * len(patterns) + [False] * (len(sources) - len(patterns))
     try:
-        return _check(sources, wall_seconds)
+        return _check(sources, wall_seconds, searched=searched)
     except PatternRefused as refused:
         if refused.position < len(patterns):
             raise
         raise PatternRefused(_terms_refusal(str(refused)), position=0, field="terms") from None
 
 
-def _check(patterns: list[str], wall_seconds: float) -> RulesCost:
-    request = json.dumps({"patterns": patterns, "limits": _LIMITS})
+def _check(patterns: list[str], wall_seconds: float, *, searched: list[bool]) -> RulesCost:
+    request = json.dumps({"patterns": patterns, "limits": _LIMITS, "search": searched})
     try:
         # The command is fixed (this interpreter, our own script); the patterns travel on stdin.
         done = subprocess.run(  # noqa: S603

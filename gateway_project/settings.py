@@ -331,6 +331,11 @@ GATEWAY_KEY_CACHE_SECONDS = env_number("GATEWAY_KEY_CACHE_SECONDS", default=60, 
 GATEWAY_CONFIG_MAX_AGE_SECONDS = env_number(
     "GATEWAY_CONFIG_MAX_AGE_SECONDS", default=60.0, minimum=1, maximum=86_400
 )
+# While the database cannot be reached, how long after it was read a worker still serves an
+# organization's last good configuration (apps/proxy/config.py); a 503 after that.
+GATEWAY_CONFIG_OUTAGE_MAX_AGE_SECONDS = env_number(
+    "GATEWAY_CONFIG_OUTAGE_MAX_AGE_SECONDS", default=900.0, minimum=0, maximum=7 * 86_400
+)
 GATEWAY_MAX_BODY_BYTES = env_number(
     "GATEWAY_MAX_BODY_BYTES", default=20 * 1024 * 1024, minimum=1024, maximum=1024 * 1024 * 1024
 )

@@ -7,10 +7,21 @@ commits; a worker compares the counter with the one its copy was built from on e
 when they differ. So a rotated provider key is never used for a request that starts after the
 rotation committed, on any worker.
 
+A Redis that restarts empty (or evicts the key) must not turn the counter back to a value a worker
+already holds a copy for: a counter that starts again at 0 was, in the outside reliability run of
+issue 20, "older" than every copy held, so every request reloaded its configuration and nothing
+changed after the restart was ever kept. So the counter starts, whoever creates it (a bump or the
+first reader), from a seed made of the time in milliseconds and three random digits
+(``new_seed``): a value no copy of an earlier life of that Redis holds (an earlier life's counter
+would have to have been bumped about a million times a second to reach it), so a restart is
+always a change; the workers compare generations for equality only (``ConfigStore``).
+
 Without Redis the counter lives in this process, which is the only server process of the
 embedded default.
 """
 
+import random
+import time
 from collections import defaultdict
 
 from django.db import transaction
@@ -19,9 +30,26 @@ from apps.core.redis import redis_key, sync_client
 
 _local: defaultdict[str, int] = defaultdict(int)
 
+# KEYS[1]: the counter. ARGV[1]: its seed, when it does not exist.
+BUMP = """
+redis.call('SET', KEYS[1], ARGV[1], 'NX')
+return redis.call('INCR', KEYS[1])
+"""
+# The reader's side (``apps/keys/revocation.py``), run only when its MGET found no counter.
+SEED = """
+redis.call('SET', KEYS[1], ARGV[1], 'NX')
+return redis.call('GET', KEYS[1])
+"""
+
 
 def generation_key(organization_id: str) -> str:
     return redis_key("config-generation", str(organization_id))
+
+
+def new_seed() -> int:
+    """Milliseconds since 1970 times a thousand, plus random digits (two workers seeding in the same
+    millisecond, or a clock held still, still differ): about 1.8e15, exact in Lua's doubles."""
+    return int(time.time() * 1000) * 1000 + random.randrange(1000)
 
 
 def local_generation(organization_id: str) -> int:
@@ -36,6 +64,6 @@ def bump_generation(organization_id) -> None:
         _local[organization_id] += 1
         client = sync_client()
         if client is not None:
-            client.incr(generation_key(organization_id))
+            client.eval(BUMP, 1, generation_key(organization_id), new_seed())
 
     transaction.on_commit(bump)

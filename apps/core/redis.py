@@ -4,6 +4,8 @@ Both are None in the embedded default (no REDIS_URL); callers fall back to proce
 """
 
 import asyncio
+import time
+from collections.abc import Callable
 from functools import cache
 
 import hiredis  # a dependency of the project (pyproject.toml): replies and commands in C
@@ -72,3 +74,46 @@ def async_client() -> aioredis.Redis | None:
         options = _async_options(settings.REDIS_URL)
         client = _async_clients[loop] = aioredis.Redis.from_url(settings.REDIS_URL, **options)
     return client
+
+
+class RedisPaused(redis.ConnectionError):
+    """Not sent: a call of the proxy's path failed a moment ago (``ProxyRedisPause``)."""
+
+
+class ProxyRedisPause:
+    """After a call on the proxy's path fails, the next ones skip Redis for ``seconds``: a Redis
+    that hangs (SIGSTOP, a full network buffer) cost every request its client timeout (0.5 s and
+    one retry: 1.0 s, measured by issue 20's outside run), and now costs that to one request a
+    ``seconds``. When the pause ends, the first call goes through as a probe and the pause is
+    stretched for everyone else meanwhile, so a Redis still hanging holds up that one call only;
+    its success ends the pause. Callers take their own fallback on ``RedisPaused`` as on any
+    connection error (admission: the organization's fail mode; revocation: the keys in memory).
+    The cache's L2 has its own pause (apps/cache/shared.py), with its own shorter timeout."""
+
+    def __init__(self, seconds: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds = seconds
+        self.clock = clock  # a seam for the tests
+        self._until = 0.0
+
+    def check(self) -> None:
+        """Raises ``RedisPaused`` while paused; lets one probe through when the pause ends."""
+        if not self._until:
+            return
+        now = self.clock()
+        if now < self._until:
+            raise RedisPaused("Redis failed a moment ago; skipped")
+        self._until = now + self.seconds  # this call probes; the others wait for its answer
+
+    def failed(self) -> None:
+        self._until = self.clock() + self.seconds
+
+    def succeeded(self) -> None:
+        self._until = 0.0
+
+    @property
+    def paused(self) -> bool:
+        return bool(self._until) and self.clock() < self._until
+
+
+# One per process: the revocation check (its MGET) and the budget and rate-limit scripts share it.
+proxy_redis_pause = ProxyRedisPause()

@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 import redis
 
-from apps.core.generations import generation_key, local_generation
-from apps.core.redis import async_client, redis_key, sync_client
+from apps.core.generations import SEED, generation_key, local_generation, new_seed
+from apps.core.redis import RedisPaused, async_client, proxy_redis_pause, redis_key, sync_client
 
 logger = logging.getLogger(__name__)
 
@@ -49,18 +49,25 @@ def announce_revoked(key_id: str) -> None:
 
 async def check(key_id: str, organization_id: str) -> tuple[bool, int | None]:
     """Whether the key was revoked, and the organization's configuration generation
-    (``apps/core/generations.py``), in one round trip. Without Redis the generation is this
-    process's own; with Redis unreachable it is None (keep what is in memory)."""
+    (``apps/core/generations.py``), in one round trip (two the first time an organization's counter
+    is missing). Without Redis the generation is this process's own; with Redis unreachable, or
+    skipped after a failure (``proxy_redis_pause``), it is None (keep what is in memory)."""
     client = async_client()
     if client is None:
         return False, local_generation(organization_id)
     try:
+        proxy_redis_pause.check()
         # One command, one round trip: cheaper for the proxy's CPU than a two-command pipeline.
         revoked, generation = await client.mget(marker(key_id), generation_key(organization_id))
+        if generation is None:  # never bumped, or a Redis that restarted empty: seeded, never 0
+            generation = await client.eval(SEED, 1, generation_key(organization_id), new_seed())
     except (redis.RedisError, OSError) as error:
+        if not isinstance(error, RedisPaused):
+            proxy_redis_pause.failed()
         _warn_unreachable(error)
         return False, None
-    return revoked is not None, int(generation or 0)
+    proxy_redis_pause.succeeded()
+    return revoked is not None, int(generation)
 
 
 def _warn_unreachable(error: Exception) -> None:

@@ -23,7 +23,8 @@ from functools import lru_cache
 
 import redis
 
-from apps.core.redis import async_client, redis_key
+from apps.core.generations import new_seed
+from apps.core.redis import RedisPaused, async_client, proxy_redis_pause, redis_key
 
 from .periods import Window
 
@@ -154,10 +155,10 @@ class Usage:
 # --- The scripts ------------------------------------------------------------------------------------
 
 # KEYS: revocation marker, generation, then one key per rate charge, then per budget its hash and its
-# reservation set. argv: expected generation, now (ms), request id, reservation expiry (ms),
-# number of rate charges, then per charge limit and cost; number of budgets, then per budget limit,
-# reservation and the reservation set's time to live (s). The hash's time to live is set once, when
-# its window is seeded.
+# reservation set. argv: expected generation, the generation's seed (used when it is missing), now
+# (ms), request id, reservation expiry (ms), number of rate charges, then per charge limit and cost;
+# number of budgets, then per budget limit, reservation and the reservation set's time to live (s).
+# The hash's time to live is set once, when its window is seeded.
 # Returns {0, generation, remaining1, reset1, ...} admitted; {1, generation} revoked; {2, generation}
 # stale; {3, generation, i, retry_after_ms} rate charge i refused; {4, generation, j, first}
 # budget j refused; {5, generation, j1, j2 ...} budgets to seed first.
@@ -184,16 +185,21 @@ end
 
 ADMIT_FUNCTION = """
 local function admit_request(k, a)
-  if redis.call('EXISTS', KEYS[k + 1]) == 1 then
-    return {1, tonumber(redis.call('GET', KEYS[k + 2]) or '0')}
+  -- A missing generation (a Redis that restarted empty) starts from the caller's seed, never from 0
+  -- (apps/core/generations.py): a copy of the configuration held from before is then stale.
+  local stored = redis.call('GET', KEYS[k + 2])
+  if not stored then
+    stored = argv[a + 2]
+    redis.call('SET', KEYS[k + 2], stored)
   end
-  local generation = tonumber(redis.call('GET', KEYS[k + 2]) or '0')
+  local generation = tonumber(stored)
+  if redis.call('EXISTS', KEYS[k + 1]) == 1 then return {1, generation} end
   if generation ~= tonumber(argv[a + 1]) then return {2, generation} end
-  local now = tonumber(argv[a + 2])
-  local request_id = argv[a + 3]
-  local expires = tonumber(argv[a + 4])
-  local rates = tonumber(argv[a + 5])
-  local arg = 6
+  local now = tonumber(argv[a + 3])
+  local request_id = argv[a + 4]
+  local expires = tonumber(argv[a + 5])
+  local rates = tonumber(argv[a + 6])
+  local arg = 7
   local tats = {}
   local result = {0, generation}
   for i = 1, rates do
@@ -369,15 +375,22 @@ class RedisCounters:
         # redis-py encodes each argument on its own, which costs more than the round trip's wait.
         packed = " ".join(map(str, args))
         try:
+            proxy_redis_pause.check()
+            answer = None
             if sha is not None:
                 try:
-                    return await client.evalsha(sha, len(keys), *keys, packed)
+                    answer = await client.evalsha(sha, len(keys), *keys, packed)
                 except redis.exceptions.NoScriptError:
-                    pass
-            sha = self._shas[source] = await client.script_load(source)
-            return await client.evalsha(sha, len(keys), *keys, packed)
+                    sha = None
+            if sha is None:
+                sha = self._shas[source] = await client.script_load(source)
+                answer = await client.evalsha(sha, len(keys), *keys, packed)
         except (redis.RedisError, OSError) as error:
+            if not isinstance(error, RedisPaused):
+                proxy_redis_pause.failed()  # the next requests take their fail mode at once
             raise CountersUnavailable(str(error)) from error
+        proxy_redis_pause.succeeded()
+        return answer
 
     async def admit(
         self,
@@ -400,6 +413,7 @@ class RedisCounters:
         args: list = [
             *settle_args,
             expected_generation,
+            new_seed(),
             now_ms,
             request_id,
             now_ms + int(reservation_seconds * 1000),

@@ -20,19 +20,21 @@ still takes the GIL in turns with every thread, so what bounds its cost is the s
 
 import asyncio
 import json
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from channels.db import database_sync_to_async
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 
 from apps.cache.settings import CacheSettings, effective_settings
 from apps.cache.shared import cache_epoch
 from apps.catalog.pricing import Price
 from apps.catalog.selectors import AliasSnapshot, active_alias_snapshots, price_at, price_versions
-from apps.core.errors import NotFound
+from apps.core.errors import NotFound, ServiceUnavailable
 from apps.core.model_patterns import ModelAllowList
 from apps.experiments.catalog import EMPTY_CATALOG as EMPTY_EXPERIMENTS
 from apps.experiments.catalog import ExperimentCatalog
@@ -46,6 +48,8 @@ from apps.prompts.selectors import prompt_snapshots
 from apps.providers.models import Provider
 from apps.providers.selectors import ProviderKeySnapshot, usable_provider_keys
 from apps.teams.selectors import TeamSnapshot, team_snapshots
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -196,19 +200,42 @@ async def _load_async(organization_id: str, generation: int) -> OrganizationConf
     return await asyncio.get_running_loop().run_in_executor(_POLICY_BUILDS, build_policies, config)
 
 
+# What a database that cannot be reached raises (psycopg's PoolTimeout and refused connections
+# arrive as OperationalError); any other error is a bug and is not hidden behind an old copy.
+DATABASE_UNREACHABLE = (OperationalError, InterfaceError)
+# After a read failed so, the next ones wait this long before trying the database again: meanwhile
+# every request is answered at once, from the last good copy or with a 503.
+RETRY_DATABASE_SECONDS = 2.0
+_WARNING_SECONDS = 30.0
+
+
 class ConfigStore:
     """One read per organization and generation at a time (single flight): every request that needs
     a new copy while it is being read waits for that read rather than starting its own (each read
     queries the database and decrypts every provider key). When only the copy's age ran out, the
     request that finds it so reads it again and the ones that arrive meanwhile are served the copy
     held; when the generation changed, every request waits for the new copy: a changed
-    configuration (a deleted key, a region taken away) is never served from the old one."""
+    configuration (a deleted key, a region taken away) is never served from the old one.
+
+    Generations are compared for equality only, and of two reads the one started last is kept: a
+    Redis that restarted empty gives generations that are neither "newer" nor "older" than the
+    copy held, only different (apps/core/generations.py).
+
+    While the database cannot be reached, an organization's last good copy is served for
+    ``GATEWAY_CONFIG_OUTAGE_MAX_AGE_SECONDS`` after it was read (a 503 in OpenAI's shape after that,
+    or when there is none): a failed read makes the next ones skip the database for
+    ``RETRY_DATABASE_SECONDS``, and when that ends one read tries again in the background while the
+    requests are still served the copy held, so no request waits on the pool's timeout but the
+    first (and those of an organization this worker never read)."""
 
     def __init__(self) -> None:
-        # organization id -> (configuration, monotonic time it was read)
-        self._configs: dict[str, tuple[OrganizationConfig, float]] = {}
+        # organization id -> (configuration, monotonic time it was read, order its read started in)
+        self._configs: dict[str, tuple[OrganizationConfig, float, int]] = {}
         # (organization id, generation) -> the read under way
         self._reads: dict[tuple[str, int], asyncio.Task] = {}
+        self._started = 0
+        self._database_away_until = 0.0
+        self._last_warning = -_WARNING_SECONDS
         self.clock = time.monotonic  # seams for the tests
         self.load = _load_async
 
@@ -220,22 +247,31 @@ class ConfigStore:
         a safety net for a change that bumped nothing (a write around the services, a bump lost
         while Redis was unreachable)."""
         held = self._configs.get(organization_id)
+        now = self.clock()
         if held is not None:
-            config, read_at = held
+            config, read_at, _ = held
             if (generation is None or config.generation == generation) and (
-                self.clock() - read_at < settings.GATEWAY_CONFIG_MAX_AGE_SECONDS
+                now - read_at < settings.GATEWAY_CONFIG_MAX_AGE_SECONDS
             ):
                 return config
         if generation is None:  # not known yet (or Redis unreachable): the copy held is the best guess
             generation = held[0].generation if held is not None else -1
         key = (organization_id, generation)
         task = self._under_way(key)
-        if task is not None and held is not None and (generation is None or config.generation == generation):
-            return config  # only the age ran out, and another request is reading it again
+        if task is not None and held is not None and held[0].generation == generation:
+            return held[0]  # only the age ran out, and another request is reading it again
+        away = now < self._database_away_until
+        if away and task is None:
+            return self._last_good(organization_id, generation)
         if task is None:
-            task = asyncio.get_running_loop().create_task(self._read_and_keep(*key))
+            self._started += 1
+            task = asyncio.get_running_loop().create_task(self._read_and_keep(*key, self._started))
             self._reads[key] = task
             task.add_done_callback(lambda done: self._finished(key, done))
+        if self._database_away_until and self._usable(held, now):
+            # The database failed lately: this read is the probe, and nobody waits for it.
+            self._database_away_until = now + RETRY_DATABASE_SECONDS
+            return self._last_good(organization_id, generation)
         # Shielded: a client that leaves must not cancel the read the other requests wait for.
         return await asyncio.shield(task)
 
@@ -247,16 +283,53 @@ class ConfigStore:
         # A read of another event loop (a test's that ended) cannot be awaited from this one.
         return task if task is not None and task.get_loop() is asyncio.get_running_loop() else None
 
-    async def _read_and_keep(self, organization_id: str, generation: int) -> OrganizationConfig | None:
-        config = await self.load(organization_id, generation)
+    async def _read_and_keep(
+        self, organization_id: str, generation: int, order: int
+    ) -> OrganizationConfig | None:
+        try:
+            config = await self.load(organization_id, generation)
+        except DATABASE_UNREACHABLE as error:
+            self._database_away_until = self.clock() + RETRY_DATABASE_SECONDS
+            self._warn(error)
+            return self._last_good(organization_id, generation)
+        self._database_away_until = 0.0
         if config is None:  # the organization is gone
             self._configs.pop(organization_id, None)
             return None
         held = self._configs.get(organization_id)
-        # A read of an older generation that ends after a newer one must not replace it.
-        if held is None or held[0].generation <= generation:
-            self._configs[organization_id] = (config, self.clock())
+        # A read that ends after one started later must not replace it (whatever the generations).
+        if held is None or held[2] < order:
+            self._configs[organization_id] = (config, self.clock(), order)
         return config
+
+    def _usable(self, held: tuple[OrganizationConfig, float, int] | None, now: float) -> bool:
+        return held is not None and now - held[1] < settings.GATEWAY_CONFIG_OUTAGE_MAX_AGE_SECONDS
+
+    def _last_good(self, organization_id: str, generation: int) -> OrganizationConfig:
+        """The copy held, while the database cannot be reached; labelled with the generation asked
+        for, so admission does not ask for it again and again (nothing could read it anyway)."""
+        held = self._configs.get(organization_id)
+        if not self._usable(held, self.clock()):
+            raise ServiceUnavailable(
+                "This organization's configuration cannot be read right now (the database is "
+                "unreachable); retry shortly.",
+                code="configuration_unavailable",
+                headers={"retry-after": "5"},
+            )
+        config = held[0]
+        return config if config.generation == generation else replace(config, generation=generation)
+
+    def _warn(self, error: Exception) -> None:
+        now = self.clock()
+        if now - self._last_warning >= _WARNING_SECONDS:
+            self._last_warning = now
+            # The error's type only: its text may hold the database's address.
+            logger.warning(
+                "Database unreachable reading an organization's configuration (%s); serving the copies "
+                "held for up to %s s",
+                type(error.__cause__ or error).__name__,
+                settings.GATEWAY_CONFIG_OUTAGE_MAX_AGE_SECONDS,
+            )
 
     def _finished(self, key: tuple[str, int], task: asyncio.Task) -> None:
         if self._reads.get(key) is task:
@@ -267,6 +340,7 @@ class ConfigStore:
     def clear(self) -> None:
         self._configs.clear()
         self._reads.clear()
+        self._database_away_until = 0.0
 
 
 config_store = ConfigStore()

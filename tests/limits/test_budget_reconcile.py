@@ -15,7 +15,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from apps.audit.models import SpendRollup
-from apps.core.generations import generation_key
+from apps.core.generations import SEED, generation_key, new_seed
 from apps.core.redis import redis_key, sync_client
 from apps.limits.counters import BudgetCharge, local_counters, redis_counters
 from apps.limits.periods import window_at
@@ -78,7 +78,8 @@ def seed(budget: BudgetCharge, usd: str) -> None:
 
 def admit(organization, budget: BudgetCharge, request_id: str):
     client = sync_client()
-    generation = int(client.get(generation_key(str(organization.id))) or 0) if client else 0
+    # Read as the proxy does: a counter nobody bumped yet is seeded, never 0 (apps/core/generations.py).
+    generation = int(client.eval(SEED, 1, generation_key(str(organization.id)), new_seed())) if client else 0
     return asyncio.run(
         engine().admit(
             revocation_key=redis_key("revoked-key", str(uuid.uuid4())),

@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 
 from apps.audit.rollups import Totals, hour_of, rollups_add
-from apps.core.generations import generation_key, local_generation
+from apps.core.generations import SEED, generation_key, local_generation, new_seed
 from apps.core.redis import redis_key, sync_client
 from apps.limits.counters import BudgetCharge, local_counters, redis_counters
 from apps.limits.periods import window_at
@@ -58,7 +58,8 @@ def run_requests(organization, budget: BudgetCharge, *, seeded_usd: str, reserve
     the first at its actual cost."""
     engine, now = counters(), timezone.now()
     client = sync_client()
-    generation = int(client.get(generation_key(str(organization.id))) or 0) if client else 0
+    # Read as the proxy does: a counter nobody bumped yet is seeded, never 0 (apps/core/generations.py).
+    generation = int(client.eval(SEED, 1, generation_key(str(organization.id)), new_seed())) if client else 0
 
     async def go():
         await engine.seed(now=now, spent=[(budget, usd_to_nanos(Decimal(seeded_usd)))])

@@ -2,6 +2,8 @@
 from the last good copy for GATEWAY_CONFIG_OUTAGE_MAX_AGE_SECONDS, never a 500; a 503 in OpenAI's
 shape when there is no usable copy. The cut is a real one (tests/tcp_proxy.py)."""
 
+import asyncio
+
 import pytest
 from django.db import connection
 
@@ -47,15 +49,30 @@ def clock(monkeypatch):
 
 @pytest.fixture
 def loads(monkeypatch):
-    seen: list[str] = []
+    seen = Loads()
     read = config_store.load
 
     async def counted(organization_id: str, generation: int):
         seen.append(organization_id)
+        seen.tasks.append(asyncio.current_task())
         return await read(organization_id, generation)
 
     monkeypatch.setattr(config_store, "load", counted)
     return seen
+
+
+class Loads(list):
+    """The organizations whose configuration was read, in order; ``tasks`` are the reads."""
+
+    tasks: list
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tasks = []
+
+    async def finished(self) -> None:
+        """Every read so far has ended (a probe runs in the background: nobody awaits it)."""
+        await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
 def assert_unavailable(response) -> None:
@@ -85,6 +102,7 @@ async def test_the_last_good_configuration_is_served_while_the_database_is_cut(
     clock.now += RETRY_DATABASE_SECONDS  # one read tries again, in the background
     assert (await proxy.post("/v1/chat/completions", json=CHAT, headers=headers)).status_code == 200
     assert len(loads) == 3
+    await loads.finished()  # the probe met the cut
 
     database_cut.restore()
     clock.now += RETRY_DATABASE_SECONDS

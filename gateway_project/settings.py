@@ -182,6 +182,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "apps.webhooks.tasks.deliveries_due",
         "schedule": timedelta(minutes=5),
     },
+    # Feedback sent before its request's audit entry was written: attached if the ingest's own
+    # listener missed it, dropped after GATEWAY_FEEDBACK_PENDING_SECONDS (docs/experiments.md).
+    "sweep-pending-feedback": {
+        "task": "apps.experiments.tasks.sweep_pending_feedback",
+        "schedule": timedelta(minutes=1),
+    },
 }
 
 # --- Auth -----------------------------------------------------------------------------------
@@ -494,6 +500,15 @@ GATEWAY_OUTBOX_BATCH_SIZE = env_number("GATEWAY_OUTBOX_BATCH_SIZE", default=500,
 # (gateway_project/health.py): what the requests left behind is not reaching the database.
 GATEWAY_READYZ_OUTBOX_MAX_AGE_SECONDS = env_number(
     "GATEWAY_READYZ_OUTBOX_MAX_AGE_SECONDS", default=120.0, minimum=1, maximum=86_400
+)
+# Feedback on a request whose audit entry is not written yet waits this long for it (then it is
+# dropped: the gateway never answered that id, or the ingest is far behind), and at most this many
+# posts of one organization wait at a time (more: 429 feedback_pending_limit). docs/experiments.md.
+GATEWAY_FEEDBACK_PENDING_SECONDS = env_number(
+    "GATEWAY_FEEDBACK_PENDING_SECONDS", default=86_400, minimum=60, maximum=30 * 86_400
+)
+GATEWAY_FEEDBACK_PENDING_MAX = env_number(
+    "GATEWAY_FEEDBACK_PENDING_MAX", default=10_000, minimum=1, maximum=10_000_000
 )
 # Off only to measure what the audit path costs (make bench); a gateway without it has no audit log.
 GATEWAY_AUDIT_ENABLED = env.bool("GATEWAY_AUDIT_ENABLED", default=True)

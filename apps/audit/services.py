@@ -7,7 +7,9 @@ payloads to ``audit_entries_write``: each becomes a row (``entry_payload``, bodi
 inserted idempotently by request id.
 """
 
+import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -24,6 +26,20 @@ from .rollups import deltas_of, rollups_add, secondary_update
 from .tail import publisher as tail_publisher
 
 KIND = "audit"
+
+logger = logging.getLogger(__name__)
+
+# Called with the ids of the entries an ingest batch added, once they are committed: how an app
+# above this one attaches what waited for a request's entry (feedback sent before it was written,
+# apps/experiments). A listener must be quick (one query for the batch) and never raise into the
+# ingest: the entries are written either way, and a listener catches up on its own (a sweep).
+_written_listeners: list[Callable[[list[str]], None]] = []
+
+
+def on_entries_written(listener: Callable[[list[str]], None]) -> Callable[[list[str]], None]:
+    if listener not in _written_listeners:
+        _written_listeners.append(listener)
+    return listener
 
 
 def connect() -> None:
@@ -137,6 +153,15 @@ def audit_entries_write(payloads: list[dict[str, Any]]) -> None:
         # a row the database refuses), then the rollups, whose failure is logged for reconcile.
         _insert(new)
         secondary_update(new)
+    _entries_written([payload["id"] for payload in new])
+
+
+def _entries_written(ids: list[str]) -> None:
+    for listener in _written_listeners:
+        try:
+            listener(ids)
+        except Exception:
+            logger.exception("Audit: a listener of written entries failed; it catches up later")
 
 
 # Fields whose values the writer already holds in the database's own terms (str, int, float, bool

@@ -112,3 +112,33 @@ class Feedback(UUIDModel):
 
     def __str__(self) -> str:
         return f"feedback on {self.request_id}"
+
+
+class PendingFeedback(UUIDModel):
+    """Feedback on a request whose audit entry is not written yet (the ingest writes it about a
+    second after the answer; docs/experiments.md). One row per post, in the order received: when the
+    entry arrives, the rows whose giver made the request (its key, or a session of its organization)
+    become its ``Feedback``, in that order, and every row is removed; a row whose request never
+    arrives is removed after ``GATEWAY_FEEDBACK_PENDING_SECONDS``. ``None`` is a field not given."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    request_id = models.UUIDField()
+    score = models.FloatField(null=True, blank=True)
+    # NULL is "not sent", which an empty string is not (a post may clear a comment).
+    label = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
+    comment = models.TextField(null=True, blank=True)  # noqa: DJ001
+    api_key_id = models.UUIDField(null=True, blank=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+
+    class Meta:
+        ordering = ("created_at", "id")
+        verbose_name_plural = "pending feedback"
+        indexes = [
+            models.Index(fields=("request_id",), name="pending_feedback_request"),
+            models.Index(fields=("organization", "created_at"), name="pending_feedback_org_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"pending feedback on {self.request_id}"

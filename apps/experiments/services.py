@@ -3,15 +3,19 @@ and the admin both write through these). A write that changes what the proxy ser
 resume, complete, promote) bumps the organization's configuration generation; a draft's create,
 update and delete serve nothing and bump nothing."""
 
+import logging
 import math
 import re
+from datetime import timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from apps.audit.models import AuditEntry
 from apps.catalog import services as catalog_services
 from apps.catalog.models import ModelAlias
-from apps.core.errors import Conflict, InvalidRequest
+from apps.core.errors import Conflict, InvalidRequest, RateLimited
 from apps.core.generations import bump_generation
 from apps.events.models import EventType
 from apps.events.publish import raise_event_on_commit
@@ -19,8 +23,11 @@ from apps.organizations.models import Organization
 from apps.prompts import services as prompt_services
 from apps.prompts.catalog import DEFAULT_LABEL
 
-from .models import Experiment, ExperimentStatus, Feedback, Variant
+from . import selectors
+from .models import Experiment, ExperimentStatus, Feedback, PendingFeedback, Variant
 from .selectors import template_by_reference
+
+logger = logging.getLogger(__name__)
 
 NAME_LENGTH = 200
 VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
@@ -464,9 +471,21 @@ def _replace_variants(experiment: Experiment, variants: list[dict]) -> None:
 
 
 # --- Feedback --------------------------------------------------------------------------------------
+#
+# An application sends its thumbs-up as soon as it has the answer, but the request's audit entry is
+# written by the ingest about a second later (apps/outbox). So feedback on a request that is not in
+# the caller's log yet waits as a ``PendingFeedback`` row and is attached when the entry is written:
+# the ingest calls ``feedback_attach_pending`` for every batch it writes (apps/audit's
+# ``on_entries_written``), and a sweep every minute catches up on anything that listener missed and
+# removes what never found its request. The gateway's request ids are random: an id it has not
+# written yet cannot be told from one it never answered, so both wait, and the answer is the same
+# for another key's or organization's request, which is never attached to (it is not the giver's).
+
+FEEDBACK_CREATED, FEEDBACK_UPDATED, FEEDBACK_PENDING = "created", "updated", "pending"
+SWEEP_CHUNK = 1_000
 
 
-def feedback_set(
+def feedback_give(
     *,
     organization_id,
     request_id,
@@ -475,10 +494,32 @@ def feedback_set(
     comment=None,
     api_key_id=None,
     user=None,
-) -> tuple[Feedback, bool]:
-    """Creates or updates the feedback on one request of the organization (the caller checked that the
-    request is the organization's, and the key's when a key gives it). Returns (feedback, created).
-    Fields not given keep their value on an update; at least one of score and label must result."""
+) -> tuple[Feedback | PendingFeedback, str]:
+    """What ``POST /api/v1/feedback`` does. On a request in the caller's audit log (made with
+    ``api_key_id`` when a key gives it) the request's feedback is created or updated (``created``,
+    ``updated``): fields not given keep their value, and at least one of score and label must
+    result. On any other id it waits (``pending``) until the request's entry is written, and is
+    then attached if the giver made the request, or dropped."""
+    _check_feedback(score=score, label=label, comment=comment)
+    giver = {"api_key_id": api_key_id, "user": user}
+    values = {"score": score, "label": label, "comment": comment}
+    if selectors.request_of(organization_id, request_id, api_key_id=api_key_id) is not None:
+        with transaction.atomic():
+            # What waited for the entry first: it was sent before this post.
+            feedback_attach_pending(request_ids=[request_id])
+            feedback, created = _feedback_merge(
+                organization_id=organization_id, request_id=request_id, **values, **giver
+            )
+        return feedback, FEEDBACK_CREATED if created else FEEDBACK_UPDATED
+    pending = _feedback_pend(organization_id=organization_id, request_id=request_id, **values, **giver)
+    # The ingest may have written the entry after the look-up above and looked for waiting feedback
+    # before this row was committed. Now that it is, look again: of two transactions that each
+    # commit their row and then read the other's table, at least one sees the other's row.
+    feedback_attach_pending(request_ids=[request_id])
+    return pending, FEEDBACK_PENDING
+
+
+def _check_feedback(*, score, label, comment) -> None:
     errors: dict[str, list[str]] = {}
     if score is not None:
         if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
@@ -493,6 +534,16 @@ def feedback_set(
         errors["comment"] = [f"A string of at most {COMMENT_LENGTH} characters, without NUL."]
     if errors:
         raise _invalid(errors)
+
+
+def _no_score_nor_label() -> InvalidRequest:
+    return _invalid({"score": ["Give a score, a label or both."]})
+
+
+def _feedback_merge(
+    *, organization_id, request_id, score, label, comment, api_key_id, user
+) -> tuple[Feedback, bool]:
+    """Creates or updates the request's feedback (the caller checked that the giver made it)."""
     with transaction.atomic():
         feedback = (
             Feedback.objects.select_for_update()
@@ -509,7 +560,7 @@ def feedback_set(
         if comment is not None:
             feedback.comment = comment
         if feedback.score is None and not feedback.label:
-            raise _invalid({"score": ["Give a score, a label or both."]})
+            raise _no_score_nor_label()
         feedback.api_key_id, feedback.user = api_key_id, user
         try:
             with transaction.atomic():
@@ -520,6 +571,117 @@ def feedback_set(
                 code="feedback_conflict",
             ) from error
     return feedback, created
+
+
+def _feedback_pend(
+    *, organization_id, request_id, score, label, comment, api_key_id, user
+) -> PendingFeedback:
+    waiting = PendingFeedback.objects.filter(organization_id=organization_id)
+    if waiting.count() >= settings.GATEWAY_FEEDBACK_PENDING_MAX:
+        raise RateLimited(
+            "Too much feedback of this organization is waiting for its requests' audit entries; "
+            "try again in a few seconds.",
+            code="feedback_pending_limit",
+        )
+    giver = {"api_key_id": api_key_id, "user": user}
+    if (
+        score is None
+        and not (label or "").strip()
+        and not waiting.filter(request_id=request_id, **giver).exists()
+    ):
+        raise _no_score_nor_label()
+    return PendingFeedback.objects.create(
+        organization_id=organization_id,
+        request_id=request_id,
+        score=None if score is None else float(score),
+        label=label,
+        comment=comment,
+        **giver,
+    )
+
+
+def feedback_attach_pending(*, request_ids) -> int:
+    """Turns the waiting feedback on these requests into their feedback, in the order it was
+    sent, once their entries are written: a row whose giver made the request (its key, or a
+    session of its organization) is merged in, any other is dropped; every row whose entry is
+    written is removed. Rows of requests not written yet stay. Returns how many were attached."""
+    if not request_ids:
+        return 0
+    with transaction.atomic():
+        # Locked: the ingest, a post and the sweep may attach the same rows; each row once.
+        waiting = list(
+            PendingFeedback.objects.select_for_update()
+            .filter(request_id__in=request_ids)
+            .order_by("created_at", "id")
+        )
+        if not waiting:
+            return 0
+        owners = {
+            entry["id"]: (entry["organization_id"], entry["api_key_id"])
+            for entry in AuditEntry.objects.filter(id__in={row.request_id for row in waiting}).values(
+                "id", "organization_id", "api_key_id"
+            )
+        }
+        attached, done = 0, []
+        for row in waiting:
+            owner = owners.get(row.request_id)
+            if owner is None:
+                continue
+            done.append(row.pk)
+            organization_id, api_key_id = owner
+            if organization_id != row.organization_id or (
+                row.api_key_id is not None and row.api_key_id != api_key_id
+            ):
+                continue
+            try:
+                with transaction.atomic():
+                    _feedback_merge(
+                        organization_id=row.organization_id,
+                        request_id=row.request_id,
+                        score=row.score,
+                        label=row.label,
+                        comment=row.comment,
+                        api_key_id=row.api_key_id,
+                        user=row.user,
+                    )
+            except InvalidRequest:  # a comment alone, whose score or label went another way
+                continue
+            attached += 1
+        PendingFeedback.objects.filter(pk__in=done).delete()
+    return attached
+
+
+def feedback_written_entries(request_ids: list[str]) -> None:
+    """The ingest's listener (apps/audit ``on_entries_written``): one query for a batch with no
+    feedback waiting, which is nearly every batch."""
+    feedback_attach_pending(request_ids=request_ids)
+
+
+def feedback_pending_sweep(*, now=None) -> dict[str, int]:
+    """Every minute (CELERY_BEAT_SCHEDULE): attaches what waits for an entry that is written (the
+    ingest's listener missed it: a failure after the entries committed, a batch written again),
+    then removes what has waited longer than ``GATEWAY_FEEDBACK_PENDING_SECONDS``: the request was
+    never answered, or its entry is later than any ingest should be (docs/operations.md)."""
+    now = now or timezone.now()
+    attached = 0
+    request_ids = PendingFeedback.objects.values_list("request_id", flat=True).distinct()
+    for chunk in _chunks(list(request_ids), SWEEP_CHUNK):
+        attached += feedback_attach_pending(request_ids=chunk)
+    horizon = now - timedelta(seconds=settings.GATEWAY_FEEDBACK_PENDING_SECONDS)
+    expired, _ = PendingFeedback.objects.filter(created_at__lt=horizon).delete()
+    if expired:
+        logger.warning(
+            "Feedback: %d post(s) waited more than %d s for a request's audit entry and were dropped "
+            "(an id the gateway never answered, or an ingest that is far behind)",
+            expired,
+            settings.GATEWAY_FEEDBACK_PENDING_SECONDS,
+        )
+    return {"attached": attached, "expired": expired}
+
+
+def _chunks(values: list, size: int):
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
 
 
 def _invalid(errors: dict[str, list[str]]) -> InvalidRequest:

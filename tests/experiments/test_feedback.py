@@ -1,12 +1,13 @@
 """POST /api/v1/feedback: with the API key that made the request, or a session of its organization;
-one per request, updatable; another organization's request, another key's or an unknown one: 404."""
+one per request, updatable; another organization's request, another key's or an unknown one: the
+answer a request not ingested yet gets (202 pending), and never recorded."""
 
 import uuid
 
 import pytest
 from rest_framework.test import APIClient
 
-from apps.experiments.models import Feedback
+from apps.experiments.models import Feedback, PendingFeedback
 from tests.audit.entries import AuditEntryFactory
 from tests.factories import create_api_key
 
@@ -45,21 +46,31 @@ def test_a_member_of_the_organization_gives_feedback_with_a_session(client_for, 
     assert response.status_code == 201 and response.json()["user"] is not None
 
 
-def test_another_organizations_request_is_not_found(client_for, outsider, request_entry):
+def test_another_organizations_request_gets_the_answer_an_unknown_id_gets_and_is_never_recorded(
+    client_for, outsider, request_entry
+):
     _, their_secret = create_api_key(outsider.organization)
+    unknown = key_client(their_secret).post(URL, {"request_id": str(uuid.uuid4()), "score": 1}, format="json")
     for client in (key_client(their_secret), client_for(outsider.organization, "owner")):
         response = client.post(URL, {"request_id": str(request_entry.id), "score": 1}, format="json")
-        assert response.status_code == 404
+        assert (
+            (response.status_code, response.json()["status"])
+            == (unknown.status_code, "pending")
+            == (202, "pending")
+        )
     assert not Feedback.objects.exists()
+    # Dropped at once: the entry is written and is not theirs.
+    assert not PendingFeedback.objects.filter(request_id=request_entry.id).exists()
 
 
-def test_another_key_of_the_same_organization_or_an_unknown_request_is_not_found(organization, request_entry):
+def test_another_key_of_the_same_organization_gets_the_answer_an_unknown_id_gets(organization, request_entry):
     _, other_secret = create_api_key(organization, name="other")
     client = key_client(other_secret)
-    assert (
-        client.post(URL, {"request_id": str(request_entry.id), "score": 1}, format="json").status_code == 404
-    )
-    assert client.post(URL, {"request_id": str(uuid.uuid4()), "score": 1}, format="json").status_code == 404
+    theirs = client.post(URL, {"request_id": str(request_entry.id), "score": 1}, format="json")
+    unknown = client.post(URL, {"request_id": str(uuid.uuid4()), "score": 1}, format="json")
+    assert theirs.status_code == unknown.status_code == 202
+    assert theirs.json().keys() == unknown.json().keys()
+    assert not Feedback.objects.exists()
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from rest_framework import serializers
 from apps.core.api.fields import StrictCharField, StrictIntegerField, StrictRegexField
 from apps.core.api.serializers import ClosedSerializer
 from apps.experiments import services
-from apps.experiments.models import Experiment, Feedback, Variant
+from apps.experiments.models import Experiment, Feedback, PendingFeedback, Variant
 
 _NAME = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"^[^\u0000]*$"}
 TARGET_SCHEMA = {
@@ -149,10 +149,13 @@ class FeedbackInputSerializer(serializers.Serializer):
 
 
 class FeedbackSerializer(serializers.ModelSerializer):
+    status = serializers.SerializerMethodField(help_text="recorded: the request's feedback, as it now is.")
+
     class Meta:
         model = Feedback
         fields = (
             "id",
+            "status",
             "request_id",
             "score",
             "label",
@@ -163,3 +166,33 @@ class FeedbackSerializer(serializers.ModelSerializer):
             "updated_at",
         )
         read_only_fields = fields
+
+    def get_status(self, _) -> str:
+        return "recorded"
+
+
+class PendingFeedbackSerializer(serializers.ModelSerializer):
+    """What a post on a request whose audit entry is not written yet sent, as it waits (202): the
+    ``id`` is the post's, not the feedback's; fields not sent are null."""
+
+    status = serializers.SerializerMethodField(
+        help_text="pending: attached when the request's entry is written."
+    )
+
+    class Meta:
+        model = PendingFeedback
+        fields = (
+            "id",
+            "status",
+            "request_id",
+            "score",
+            "label",
+            "comment",
+            "api_key_id",
+            "user",
+            "created_at",
+        )
+        read_only_fields = fields
+
+    def get_status(self, _) -> str:
+        return "pending"

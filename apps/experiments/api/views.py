@@ -1,4 +1,3 @@
-from django.http import Http404
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import mixins, permissions, serializers, status
 from rest_framework.decorators import action
@@ -6,7 +5,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.accounts.authentication import SessionTokenAuthentication
-from apps.experiments import selectors, services
+from apps.experiments import services
 from apps.experiments.models import Experiment
 from apps.experiments.results import experiment_results
 from apps.organizations.tenancy import OrganizationScopedViewSet
@@ -17,6 +16,7 @@ from .serializers import (
     ExperimentSerializer,
     FeedbackInputSerializer,
     FeedbackSerializer,
+    PendingFeedbackSerializer,
     PromoteSerializer,
 )
 
@@ -144,15 +144,18 @@ class FeedbackPermission(permissions.BasePermission):
 class FeedbackView(APIView):
     """``POST /api/v1/feedback``: a score and/or label (and a comment) on one request of the
     caller's organization, by its ``x-gateway-request-id``; with an API key, a request that key made.
-    201 when created, 200 when it updated the request's feedback. An unknown request, another
-    organization's, or another key's: 404."""
+    201 when created, 200 when it updated the request's feedback. A request whose audit entry is not
+    written yet (the ingest writes it about a second after the answer): 202, ``status: pending``,
+    attached when it is. The gateway cannot tell such an id from one it never answered, or from
+    another key's or organization's request: those get the same 202 and are never recorded."""
 
     authentication_classes = [FeedbackApiKeyAuthentication, SessionTokenAuthentication]
     permission_classes = [FeedbackPermission]
-    error_statuses = {"post": (404,)}
+    error_statuses = {"post": (429,)}
 
     @extend_schema(
-        request=FeedbackInputSerializer, responses={200: FeedbackSerializer, 201: FeedbackSerializer}
+        request=FeedbackInputSerializer,
+        responses={200: FeedbackSerializer, 201: FeedbackSerializer, 202: PendingFeedbackSerializer},
     )
     def post(self, request):
         serializer = FeedbackInputSerializer(data=request.data)
@@ -163,9 +166,7 @@ class FeedbackView(APIView):
             organization_id, api_key_id, user = context.organization_id, context.api_key_id, None
         else:
             organization_id, api_key_id, user = context.organization.pk, None, request.user
-        if selectors.request_of(organization_id, values["request_id"], api_key_id=api_key_id) is None:
-            raise Http404
-        feedback, created = services.feedback_set(
+        feedback, state = services.feedback_give(
             organization_id=organization_id,
             request_id=values["request_id"],
             score=values.get("score"),
@@ -174,7 +175,9 @@ class FeedbackView(APIView):
             api_key_id=api_key_id,
             user=user,
         )
+        if state == services.FEEDBACK_PENDING:
+            return Response(PendingFeedbackSerializer(feedback).data, status=status.HTTP_202_ACCEPTED)
         return Response(
             FeedbackSerializer(feedback).data,
-            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+            status=status.HTTP_201_CREATED if state == services.FEEDBACK_CREATED else status.HTTP_200_OK,
         )

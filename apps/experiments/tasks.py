@@ -1,0 +1,10 @@
+from celery import shared_task
+
+from . import services
+
+
+@shared_task
+def sweep_pending_feedback() -> dict[str, int]:
+    """Every minute (CELERY_BEAT_SCHEDULE): feedback that waited for its request's audit entry is
+    attached if the entry is written, and dropped once it has waited too long."""
+    return services.feedback_pending_sweep()

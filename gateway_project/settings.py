@@ -107,6 +107,9 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
     }
     # Its folder is made when a process starts (apps/core/local_state.py), not by this import.
 elif _db["ENGINE"] == "django.db.backends.postgresql":
+    # Django's backend, telling the process's breaker when the database goes away, so that callers
+    # fail fast instead of each waiting for the pool (apps/core/database.py).
+    _db["ENGINE"] = "apps.core.postgresql"
     # Under ASGI every request may run on another thread: pool connections instead of keeping one
     # per thread (CONN_MAX_AGE must then be 0).
     _db["CONN_MAX_AGE"] = 0
@@ -114,7 +117,21 @@ elif _db["ENGINE"] == "django.db.backends.postgresql":
     _db.setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
     if env.bool("DATABASE_POOL", default=True):
         _pool_size = env_number("DATABASE_POOL_SIZE", default=10, minimum=1, maximum=1000)
-        _db["OPTIONS"]["pool"] = {"min_size": 1, "max_size": _pool_size, "timeout": 5}
+        _db["OPTIONS"]["pool"] = {
+            "min_size": 1,
+            "max_size": _pool_size,
+            "timeout": 5,
+            # psycopg_pool retries a failed connect with a doubling pause for this long (its default
+            # is 300 s: after a 67 s outage the ingest waited 55 s for the next attempt). Bounded, a
+            # caller that finds no attempt under way starts a new one at once, so the pool is back
+            # within about half this once the database answers.
+            "reconnect_timeout": env_number(
+                "DATABASE_RECONNECT_SECONDS", default=5.0, minimum=1, maximum=300
+            ),
+        }
+# While the database is known to be unreachable, callers fail at once and one of them tries it
+# again this often (apps/core/database.py): the longest a process stays behind a recovered database.
+DATABASE_RETRY_SECONDS = env_number("DATABASE_RETRY_SECONDS", default=1.0, minimum=0.1, maximum=60)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Cache and Redis ------------------------------------------------------------------------
@@ -332,6 +349,10 @@ GATEWAY_API_KEY_PREFIX = env.str("GATEWAY_API_KEY_PREFIX", default="sk_live_")
 # How long a worker trusts a looked-up API key before reading it again; revocation does not
 # wait for this (see apps/keys/revocation.py).
 GATEWAY_KEY_CACHE_SECONDS = env_number("GATEWAY_KEY_CACHE_SECONDS", default=60, minimum=0, maximum=3600)
+# While the database is unreachable, a worker keeps serving a key it has read from that last good
+# copy for this long past its cache time (revocation through Redis and expiry still apply); a key it
+# has no copy of is a 503 (apps/proxy/auth.py). 0: no key is served without the database.
+GATEWAY_KEY_OUTAGE_SECONDS = env_number("GATEWAY_KEY_OUTAGE_SECONDS", default=900, minimum=0, maximum=86_400)
 # How long a worker keeps an organization's routing configuration at most. Changes reach workers at
 # once through the configuration generation (apps/core/generations.py); this bounds a missed one.
 GATEWAY_CONFIG_MAX_AGE_SECONDS = env_number(

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from apps.audit.records import RequestRecord, emit
 from apps.core.brand import header_names
+from apps.core.database import UNREACHABLE_ERRORS, DatabaseUnavailable
 from apps.core.errors import GatewayError, MethodNotAllowed, NotFound
 from apps.events.publish import EventType, raise_event
 
@@ -69,6 +70,8 @@ class ProxyApp:
             response = await self.handle(request, receive)
         except GatewayError as error:
             response = self.error_response(record, error)
+        except UNREACHABLE_ERRORS:  # a database read this request could not do without: retry soon
+            response = self.error_response(record, DatabaseUnavailable())
         except Exception:
             logger.exception("Unhandled error in the proxy (request %s)", request.request_id)
             response = self.error_response(record, InternalError())

@@ -3,6 +3,12 @@
 Looked-up keys are held in this worker's memory for ``GATEWAY_KEY_CACHE_SECONDS``; revocation
 does not wait for that (``apps/keys/revocation.py``), and expiry is checked against the clock on
 every request.
+
+While the database is unreachable (``apps/core/database.py``), a key whose copy has expired is
+served from that last good copy for ``GATEWAY_KEY_OUTAGE_SECONDS`` more: nothing about a key can
+change while nobody can write it, and revocation (Redis) and expiry (the clock) are still checked
+on every request. A key this worker holds no copy of cannot be checked: 503 ``database_unavailable``,
+at once while the outage is known, never a 401 (it may be valid) nor a 500.
 """
 
 import hmac
@@ -14,6 +20,7 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.utils import timezone
 
+from apps.core.database import UNREACHABLE_ERRORS, DatabaseUnavailable, outage
 from apps.core.errors import AuthenticationFailed, PermissionDenied
 from apps.core.model_patterns import ModelAllowList
 from apps.keys import revocation, selectors
@@ -52,6 +59,16 @@ class ApiKeyCache:
         if time.monotonic() - read_at > ttl:
             return False, None
         return True, key
+
+    def last_good(self, digest: str) -> AuthenticatedKey | None:
+        """The key as last read, while that is at most GATEWAY_KEY_OUTAGE_SECONDS past its cache
+        time; a key read as unknown is not kept for this (it may have been made since)."""
+        entry = self._entries.get(digest)
+        if entry is None or entry[0] is None:
+            return None
+        key, read_at = entry
+        kept = settings.GATEWAY_KEY_CACHE_SECONDS + settings.GATEWAY_KEY_OUTAGE_SECONDS
+        return key if time.monotonic() - read_at <= kept else None
 
     def put(self, digest: str, key: AuthenticatedKey | None) -> None:
         if len(self._entries) >= _MAX_ENTRIES:
@@ -124,6 +141,25 @@ def _load_key(digest: str) -> AuthenticatedKey | None:
 _load_key_async = database_sync_to_async(_load_key)
 
 
+async def _read_key(digest: str) -> AuthenticatedKey | None:
+    # A known outage is not sent to the database thread: calls there run one at a time, and each
+    # would wait for the breaker's probe or the pool.
+    if not outage.known():
+        try:
+            key = await _load_key_async(digest)
+        except UNREACHABLE_ERRORS:
+            pass
+        else:
+            key_cache.put(digest, key)
+            return key
+    key = key_cache.last_good(digest)
+    if key is None:
+        raise DatabaseUnavailable(
+            "The gateway cannot check this API key now: its database is unreachable. Retry shortly."
+        )
+    return key
+
+
 async def authenticate(headers: dict[str, str]) -> AuthenticatedKey:
     """The key, from this worker's memory when it was looked up lately. Whether it has been revoked
     since is read with the request's admission (admission.py), in its one Redis round trip."""
@@ -131,8 +167,7 @@ async def authenticate(headers: dict[str, str]) -> AuthenticatedKey:
     digest = api_key_digest(token)
     cached, key = key_cache.get(digest)
     if not cached:
-        key = await _load_key_async(digest)
-        key_cache.put(digest, key)
+        key = await _read_key(digest)
     if key is None:
         raise KeyRefused("Invalid API key, or the key has been revoked.", code="invalid_api_key")
     if key.expires_at is not None and key.expires_at <= timezone.now():

@@ -3,6 +3,8 @@
 Every error under /api/v1/ leaves as
 ``{"error": {"type", "code", "message", "fields"?}}`` with the right status; ``fields`` only for
 validation errors. Unexpected exceptions are logged and answered with a plain 500, never a trace.
+A database that cannot be reached is a 503 ``database_unavailable`` (with ``Retry-After``), sign-in
+included: the request may well succeed in a moment, and nothing about it was wrong.
 """
 
 import logging
@@ -15,6 +17,7 @@ from rest_framework import exceptions as drf
 from rest_framework.response import Response
 from rest_framework_simplejwt.exceptions import InvalidToken, TokenError
 
+from apps.core.database import UNREACHABLE_ERRORS, DatabaseUnavailable
 from apps.core.errors import GatewayError
 
 logger = logging.getLogger(__name__)
@@ -50,6 +53,12 @@ def management_exception_handler(exc: Exception, context: dict) -> Response:
 
 
 def _render(exc: Exception, context: dict) -> Response:
+    if isinstance(exc, UNREACHABLE_ERRORS):
+        # One line, not a traceback per request (the breaker logs the outage itself); the error's
+        # text is left out, as a database error may quote a value the client sent.
+        view = type(context.get("view")).__name__
+        logger.warning("Database unreachable in management API view %s (%s)", view, type(exc).__name__)
+        exc = DatabaseUnavailable()
     if isinstance(exc, GatewayError):
         return Response(
             error_body(exc.type, exc.code, exc.message, exc.fields), status=exc.status, headers=exc.headers

@@ -113,3 +113,26 @@ def test_keys_outlive_a_database_outage_and_unknown_ones_fail_fast(
                 time.sleep(0.1)
             assert response.status_code == 404, response.text  # the outsider has no model "fast"
             assert response.json()["error"]["code"] != "database_unavailable"
+
+
+def test_no_key_is_served_without_the_database_past_the_outage_bound(organization, upstream, tmp_path):
+    add_provider_key(organization, upstream)
+    add_alias(organization, "fast", ("openai", "gpt-4o-mini"))
+    _, hot = create_api_key(organization)
+    db = connection.settings_dict
+
+    with TcpProxy(db["HOST"] or "127.0.0.1", int(db["PORT"] or 5432)) as cut:
+        env = {
+            "DATABASE_URL": database_url_through(cut),
+            "DATABASE_POOL": "true",
+            "GATEWAY_KEY_CACHE_SECONDS": "0",
+            "GATEWAY_KEY_OUTAGE_SECONDS": "0",  # the copy read before the cut is already too old
+            "GATEWAY_OUTBOX_DIR": str(tmp_path / "outbox"),
+        }
+        with (
+            daphne_server(tmp_path, **env) as base_url,
+            httpx.Client(base_url=base_url, timeout=30) as client,
+        ):
+            assert client.post("/v1/chat/completions", json=CHAT, headers=bearer(hot)).status_code == 200
+            cut.sever()
+            assert_database_unavailable(client.post("/v1/chat/completions", json=CHAT, headers=bearer(hot)))

@@ -2,6 +2,7 @@
 
 import uuid
 
+from django.conf import settings
 from django.db.models import Q, QuerySet
 
 from apps.catalog.selectors import active_alias_snapshots
@@ -10,7 +11,8 @@ from apps.keys.models import ApiKey
 from apps.providers.models import Provider
 from apps.teams.models import Team
 
-from .engine import CHAT, EMBEDDINGS, ModelCatalog, PolicyEngine, PolicySnapshot, UnreadableInput
+from .engine import CHAT, EMBEDDINGS, ModelCatalog, PolicySnapshot, UnreadableInput
+from .engine_cache import engine_for_dry_run, release_database_connections
 from .models import Policy
 from .patterns import RulesCost, rules_digest
 
@@ -76,11 +78,18 @@ def policy_dry_run(
     completions or ``input`` for embeddings, one of them), with nothing sent and nothing recorded:
     the answer of ``POST /api/v1/policies/dry-run``. ``team`` is a team's id or slug and ``api_key``
     an API key's id, both of the organization; another organization's is refused exactly like an
-    unknown one (400 ``validation_error`` on that field)."""
+    unknown one (400 ``validation_error`` on that field).
+
+    The engine is compiled after the database connection is given back, and once for many dry runs
+    of the organization's same policies (``engine_cache``): a dry run never holds a connection of the
+    pool while it compiles, so one organization's dry runs cannot starve another's requests."""
     team_id = _dry_run_team_id(organization_id, team)
     api_key_id = _dry_run_api_key_id(organization_id, api_key)
-    engine = PolicyEngine.build(
-        active_policy_snapshots(organization_id), catalog=model_catalog(organization_id)
+    snapshots = active_policy_snapshots(organization_id)
+    catalog = model_catalog(organization_id)
+    release_database_connections()  # nothing below reads the database
+    engine = engine_for_dry_run(
+        organization_id, snapshots, catalog, timeout=settings.GATEWAY_POLICY_TIMEOUT_SECONDS
     )
     endpoint, field = (CHAT, "messages") if messages is not None else (EMBEDDINGS, "input")
     sample = messages if messages is not None else input

@@ -21,6 +21,7 @@ Every scan of one request shares one deadline (``GATEWAY_POLICY_TIMEOUT_SECONDS`
 ``[REDACTED:timeout]``.
 """
 
+import base64
 import gc
 import json
 import logging
@@ -28,6 +29,7 @@ import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from urllib.parse import unquote
 
 import regex
 from django.conf import settings
@@ -637,15 +639,30 @@ Path = tuple
 
 # An object's key in a slot's path: (..., _KEY, key) is the key itself, not its value.
 _KEY = object()
-# A media payload's data URL header in a slot's path: (..., _HEADER) is "data:image/png;base64,".
+# What else a string carries, read beside it and never rewritten (a match there blocks what a redact
+# policy finds): (..., _HEADER) a media payload's data URL header ("data:image/png;base64,"), whose
+# parameters could carry text; (..., _PAYLOAD) a base64 payload too short to be media
+# (_MEDIA_MIN_CHARS), read as written; (..., _DECODED) the text a data URL or a base64 payload
+# carries, decoded (percent-decoded, or base64 that decodes to text).
 _HEADER = object()
-# The fields that carry media, (the key their object is held under, the field): a base64 payload
-# there is not read (what an image, a recording or a PDF holds is not text), and the value says
-# whether a bare payload (no data URL) is media there too. Anything else in them is read.
-_MEDIA_FIELDS = {("image_url", "url"): False, ("input_audio", "data"): True, ("file", "file_data"): True}
+_PAYLOAD = object()
+_DECODED = object()
+# The exact places a chat request carries media, and nowhere else whatever a key is called:
+# ``messages[i].content[j]`` whose ``type`` is the first name, at ``<type>.<field>``. The value says
+# whether a bare base64 payload (no data URL) is media there too.
+_MEDIA = {("image_url", "url"): False, ("input_audio", "data"): True, ("file", "file_data"): True}
 # A base64 payload: its alphabet alone, padded, wrapped in lines (MIME wraps at 76): no space, no
-# other character. The standard library's engine: 20 MB in 16 ms, the ``regex`` package's 250 ms.
+# other character, and (line breaks aside) a multiple of four characters, as a decoder requires.
+# The standard library's engine: 20 MB in 16 ms, the ``regex`` package's 250 ms.
 _BASE64 = re.compile(r"[A-Za-z0-9+/\r\n]*={0,2}[\r\n]*")
+# Shorter than this (192 bytes), a base64 payload is read as written as well: the smallest real
+# images, recordings and documents are longer, and a word ("TITA", "4111111111111111") is valid
+# base64 of a few bytes. A longer run of base64 holds a word only between its + and / characters.
+_MEDIA_MIN_CHARS = 256
+# How much of a payload is decoded to tell text from binary (a PNG, JPEG, WAV, MP3 or PDF shows its
+# binary header in its first bytes): only text is decoded whole.
+_SNIFF_CHARS = 1024
+_BINARY = re.compile(rb"[\x00-\x08\x0b\x0e-\x1f\x7f]")
 _HEADER_LIMIT = 256
 
 
@@ -657,8 +674,8 @@ class UnreadableInput(ValueError):
 
 
 def _fixed(path: Path) -> bool:
-    """The slot is an object's key or a media header: read, but never rewritten."""
-    return path[-1] is _HEADER or path[-2:-1] == (_KEY,)
+    """The slot is an object's key or what a string carries: read, but never rewritten."""
+    return path[-1] is _HEADER or path[-1] is _PAYLOAD or path[-1] is _DECODED or path[-2:-1] == (_KEY,)
 
 
 def _token_ids(value) -> bool:
@@ -675,46 +692,113 @@ def _text_slots(body: dict, endpoint: str) -> Iterable[tuple[Path, str]]:
     """(path in the body, text) of every string that reaches the upstream: every value at any depth
     (messages' contents of every kind, names, tool calls' arguments, tool definitions with their
     parameters' descriptions and enums, ``response_format`` schemas, ``user``, ``metadata``, ``stop``,
-    fields the gateway does not know ...) and every object key, in both endpoints. Not read: the
-    top-level ``model`` (matched by deployment), and a base64 payload in a field that carries media
-    (``image_url.url``, ``input_audio.data``, ``file.file_data``: ``_media_header``); a ``data:``
-    URL anywhere else is text like any other."""
+    fields the gateway does not know ...) and every object key, in both endpoints, with what a data
+    URL carries decoded (``_string_slots``). Not read: the top-level ``model`` (matched by
+    deployment), and a base64 payload of media at the places a chat request carries media
+    (``_media_place``) unless it is short or decodes to text."""
     if not isinstance(body, dict):
         return
-    # (path, the key the value's container is held under, value); popped in document order.
-    stack: list[tuple[Path, object, object]] = [((), None, body)]
+    stack: list[tuple[Path, object]] = [((), body)]  # popped in document order
     while stack:
-        path, holder, value = stack.pop()
+        path, value = stack.pop()
         if isinstance(value, str):
-            bare = _MEDIA_FIELDS.get((holder, path[-1])) if holder is not _KEY else None
-            header = None if bare is None else _media_header(value, bare=bare)
-            if header is None:
+            if path[-2:-1] == (_KEY,):
                 yield path, value
-            elif header:
-                yield (*path, _HEADER), header
+            else:
+                media = _media_place(body, path) if endpoint == CHAT else None
+                yield from _string_slots(path, value, media)
         elif isinstance(value, dict):
-            mine = path[-1] if path and isinstance(path[-1], str) else holder
             for key, item in reversed(list(value.items())):
                 if not path and key == "model":
                     continue
-                stack.append(((*path, key), mine, item))
+                stack.append(((*path, key), item))
                 if isinstance(key, str):
-                    stack.append(((*path, _KEY, key), _KEY, key))
+                    stack.append(((*path, _KEY, key), key))
         elif isinstance(value, list):
             for i in range(len(value) - 1, -1, -1):
-                stack.append(((*path, i), holder, value[i]))
+                stack.append(((*path, i), value[i]))
 
 
-def _media_header(text: str, *, bare: bool) -> str | None:
-    """For a value of a media field: None when it is not a base64 payload (read whole), else what of
-    it is read: a data URL's header ("data:image/png;base64,", which a parameter could carry text
-    in), "" for a bare payload where the field takes one."""
-    if text.startswith("data:"):
-        comma = text.find(",", 0, _HEADER_LIMIT)
-        if comma < 0 or not text[:comma].lower().endswith(";base64"):
+def _media_place(body: dict, path: Path) -> bool | None:
+    """Whether ``path`` is where a chat request carries media (``messages[i].content[j]`` of type
+    ``image_url`` at ``image_url.url``, ``input_audio`` at ``input_audio.data``, ``file`` at
+    ``file.file_data``): None when it is not, else whether a bare base64 payload is media there."""
+    if len(path) != 6 or path[0] != "messages" or path[2] != "content":
+        return None
+    if not isinstance(path[1], int) or not isinstance(path[3], int):
+        return None
+    bare = _MEDIA.get((path[4], path[5]))
+    if bare is None or body["messages"][path[1]]["content"][path[3]].get("type") != path[4]:
+        return None
+    return bare
+
+
+def _string_slots(path: Path, text: str, media: bool | None) -> Iterable[tuple[Path, str]]:
+    """What is read of one string. At a place that carries media (``media`` not None), a valid base64
+    payload (a data URL's, or bare where ``media`` says so) is not read as written (what an image, a
+    recording or a PDF holds is not text) unless it is shorter than ``_MEDIA_MIN_CHARS``; its data URL
+    header is read, and so is the text it decodes to, if it does. Anything else is read as written,
+    and a data URL's payload decoded too (percent-decoded, or base64 that decodes to text): what the
+    upstream takes from it is the decoded payload."""
+    header_end = _data_url_header_end(text)
+    is_base64_url = header_end is not None and text[: header_end - 1].lower().endswith(";base64")
+    if media is not None:
+        start = header_end if is_base64_url else 0 if media and header_end is None else None
+        if start is not None and _is_base64(text, start):
+            if start:
+                yield (*path, _HEADER), text[:start]
+            if len(text) - start < _MEDIA_MIN_CHARS:
+                yield (*path, _PAYLOAD), text[start:]
+            carried = _base64_text(text, start)
+            if carried:
+                yield (*path, _DECODED), carried
+            return
+    yield path, text
+    if header_end is None:
+        return
+    if is_base64_url:
+        carried = _base64_text(text, header_end) if _is_base64(text, header_end) else None
+    else:
+        carried = unquote(text[header_end:]) if "%" in text else None
+    if carried:
+        yield (*path, _DECODED), carried
+
+
+def _data_url_header_end(text: str) -> int | None:
+    """Where a data URL's payload starts (after the comma), None when ``text`` is not a data URL."""
+    if text[:5].lower() != "data:":
+        return None
+    comma = text.find(",", 5, _HEADER_LIMIT)
+    return None if comma < 0 else comma + 1
+
+
+def _is_base64(text: str, start: int) -> bool:
+    if not _BASE64.fullmatch(text, start):
+        return False
+    breaks = text.count("\r", start) + text.count("\n", start)
+    return (len(text) - start - breaks) % 4 == 0
+
+
+def _base64_text(text: str, start: int) -> str | None:
+    """The text a valid base64 payload decodes to, None when it is binary (a control character other
+    than a line break or tab, or not UTF-8, in its first ``_SNIFF_CHARS`` characters)."""
+    head = text[start : start + _SNIFF_CHARS + 64].replace("\r", "").replace("\n", "")
+    head = head[: len(head) - len(head) % 4]
+    try:
+        sniffed = base64.b64decode(head)
+    except ValueError:
+        return None
+    if not sniffed or _BINARY.search(sniffed):
+        return None
+    try:
+        sniffed.decode()
+    except UnicodeDecodeError as error:
+        if error.start < len(sniffed) - 3:  # not a character cut at the end of the sniffed part
             return None
-        return text[: comma + 1] if _BASE64.fullmatch(text, comma + 1) else None
-    return "" if bare and _BASE64.fullmatch(text) else None
+    whole = text[start:]
+    if "\r" in whole or "\n" in whole:
+        whole = whole.replace("\r", "").replace("\n", "")
+    return base64.b64decode(whole).decode(errors="replace")
 
 
 def _with_values(body: dict, values: dict[Path, str]) -> dict:

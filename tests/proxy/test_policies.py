@@ -633,3 +633,117 @@ async def test_policies_past_the_organizations_bound_are_not_compiled_and_block_
         f"p{ACTIVE_POLICIES_LIMIT}: organization_limit"
     )
     assert routed.requests == []
+
+
+# --- Issue 19, third round: base64 is left unread only where media is, and data URLs are decoded ---
+
+
+def _b64(text: str) -> str:
+    import base64
+
+    return base64.b64encode(text.encode()).decode()
+
+
+CARD = "4111111111111111"
+TEXT_PART = {"type": "text", "text": "look"}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # Found by the outside check: any object under a key named input_audio or file was media.
+        _body(
+            tools=[
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "lookup",
+                        "parameters": {
+                            "type": "object",
+                            "properties": {"input_audio": {"type": "string", "data": "Titan"}},
+                        },
+                    },
+                }
+            ]
+        ),
+        _body(messages=[{"role": "user", "content": "hello", "input_audio": {"data": "Titan"}}]),
+        _body(metadata={"file": {"file_data": CARD}}),
+        _parts({"type": "text", "text": "look", "file": {"file_data": "TITAN"}}),
+        # A part whose type is not the media its field names.
+        _parts({"type": "text", "text": "look", "input_audio": {"data": "Titan"}}),
+        _parts(
+            {
+                "type": "image_url",
+                "image_url": {"url": "https://example.com/a.png"},
+                "file": {"file_data": CARD},
+            }
+        ),
+        # Where media is: a short "payload" is a word, read as written ...
+        _parts({"type": "input_audio", "input_audio": {"data": "Titan", "format": "wav"}}),
+        _parts({"type": "input_audio", "input_audio": {"data": "TITA", "format": "wav"}}),
+        _parts({"type": "file", "file": {"file_data": CARD}}),
+        # ... and a payload that decodes to text is read decoded, however long.
+        _parts({"type": "file", "file": {"file_data": _b64("our titan plan " + "x" * 2000)}}),
+        _parts({"type": "file", "file": {"file_data": "data:text/plain;base64," + _b64("about Titan")}}),
+        _parts({"type": "image_url", "image_url": {"url": "data:image/png;base64," + _b64("card " + CARD)}}),
+    ],
+)
+async def test_base64_is_left_unread_only_at_the_places_a_chat_request_carries_media(
+    proxy, routed, organization, gateway_key, body
+):
+    await create_policy(
+        organization=organization,
+        name="titan",
+        action="block",
+        terms=["titan", "tita"],
+        detectors=["payment_card"],
+    )
+
+    response = await proxy.post("/v1/chat/completions", json=body, headers=bearer(gateway_key[1]))
+
+    assert response.status_code == 400 and response.json()["error"]["code"] == "policy_blocked"
+    assert routed.requests == []
+
+
+async def test_binary_media_at_its_places_still_passes_unread(proxy, routed, organization, gateway_key):
+    import base64
+
+    await create_policy(
+        organization=organization, name="titan", action="block", terms=["titan"], detectors=["payment_card"]
+    )
+    # A PNG's signature and bytes that spell nothing: binary, not text.
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4).decode()
+    body = _parts(
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{png}"}},
+        {"type": "input_audio", "input_audio": {"data": png, "format": "wav"}},
+        {"type": "file", "file": {"filename": "a.pdf", "file_data": f"data:application/pdf;base64,{png}"}},
+    )
+
+    response = await proxy.post("/v1/chat/completions", json=body, headers=bearer(gateway_key[1]))
+
+    assert response.status_code == 200, response.content
+    assert routed.last_request.json["messages"][0]["content"][1:] == body["messages"][0]["content"][1:]
+
+
+@pytest.mark.parametrize("action", ["block", "redact"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "data:text/plain,ssn%20is%20123-45-6789",  # found by the outside check
+        "data:text/plain,ssn%20is%20%31%32%33-%34%35-%36%37%38%39",
+        "DATA:text/plain;charset=utf-8,%31%32%33%2D%34%35%2D%36%37%38%39",
+    ],
+)
+async def test_a_percent_encoded_data_url_is_read_decoded_and_a_match_blocks(
+    proxy, routed, organization, gateway_key, action, url
+):
+    await create_policy(organization=organization, name="pii", action=action, detectors=["us_ssn"])
+
+    response = await proxy.post(
+        "/v1/chat/completions",
+        json=_parts({"type": "image_url", "image_url": {"url": url}}),
+        headers=bearer(gateway_key[1]),
+    )
+
+    assert response.status_code == 400 and response.headers["x-gateway-policy-reason"] == "pii: us_ssn"
+    assert routed.requests == []

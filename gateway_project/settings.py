@@ -457,6 +457,12 @@ GATEWAY_CONNECT_TIMEOUT_SECONDS = env_number(
 GATEWAY_STREAM_IDLE_SECONDS = env_number(
     "GATEWAY_STREAM_IDLE_SECONDS", default=120.0, minimum=1, maximum=3600
 )
+# On SIGTERM a server stops accepting and gives the requests and streams in flight this long to
+# finish before it ends them with a 503 or an error event (gateway_project/serve.py). Keep it below
+# the orchestrator's own limit (Kubernetes' terminationGracePeriodSeconds, `docker stop -t`).
+GATEWAY_SHUTDOWN_GRACE_SECONDS = env_number(
+    "GATEWAY_SHUTDOWN_GRACE_SECONDS", default=30.0, minimum=0, maximum=3600
+)
 # Budgets (docs/budgets.md): the output tokens reserved for a chat request that names no maximum,
 # and how long a reservation nobody settled (its process died) holds before it is given back.
 GATEWAY_BUDGET_DEFAULT_MAX_TOKENS = env_number(

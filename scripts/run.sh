@@ -1,22 +1,50 @@
 #!/usr/bin/env bash
-# Serves the gateway embedded: Daphne in the foreground and one Celery worker in the background.
+# Serves the gateway embedded: the server (Daphne, gateway_project/serve.py) and one Celery worker.
 # The worker runs its tasks one at a time (solo pool), beat beside it (-B), and the audit ingest as a
-# thread (apps/outbox/worker.py): Daphne appends each request's entry to the spool, the worker writes
-# the spool to the database. Three processes, about 330 MiB resident when idle (docs/benchmarks.md,
-# "Memory"); the production layout is in README.md.
+# thread (apps/outbox/worker.py): the server appends each request's entry to the spool, the worker
+# writes the spool to the database. Three processes, about 330 MiB resident when idle
+# (docs/benchmarks.md, "Memory"); the production layout is in README.md.
+#
+# SIGTERM or SIGINT (Ctrl-C, `docker stop`, `kill`) stops it all and exits 0: the server first (it
+# drains its requests for up to GATEWAY_SHUTDOWN_GRACE_SECONDS and seals its spool), then the worker
+# (it finishes its task and writes what is left on the spool). Both run in the background so that
+# the shell, waiting in `wait`, runs its trap at once: bash runs no trap while a foreground child runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=.venv/bin
+BIN=${GATEWAY_BIN_DIR:-.venv/bin}
 DATA_DIR=${GATEWAY_DATA_DIR:-.gateway}
 mkdir -p "$DATA_DIR"
+
+server="" worker="" stopping=""
+stop() {
+    stopping=1
+    trap '' INT TERM  # a second Ctrl-C does not cut the drain short
+    if [[ -n $server ]]; then
+        kill -TERM "$server" 2>/dev/null || true
+        wait "$server" 2>/dev/null || true
+    fi
+    if [[ -n $worker ]]; then
+        kill -TERM "$worker" 2>/dev/null || true
+        wait "$worker" 2>/dev/null || true
+    fi
+}
+trap 'stop; exit 0' INT TERM
+trap 'if [[ -z $stopping ]]; then stop; fi' EXIT
 
 # At a lower CPU priority: on a laptop the requests come first, the log and the tasks after.
 nice -n 10 "$BIN/celery" -A gateway_project worker -B --pool solo \
     --schedule "$DATA_DIR/celerybeat-schedule" --loglevel "${CELERY_LOG_LEVEL:-WARNING}" &
 worker=$!
-trap 'kill -TERM "$worker" 2>/dev/null || true; wait 2>/dev/null || true' EXIT INT TERM
 
 echo "Gateway on http://${HOST:-127.0.0.1}:${PORT:-8000}/ (admin console at /admin/, API docs at /api/v1/docs)"
 # Daphne is not told to read forwarded headers (it would believe X-Forwarded-For from anyone); the
 # gateway reads them from GATEWAY_TRUSTED_PROXIES only (gateway_project/client_address.py).
-"$BIN/daphne" -b "${HOST:-127.0.0.1}" -p "${PORT:-8000}" gateway_project.asgi:application
+"$BIN/python" -m gateway_project.serve -b "${HOST:-127.0.0.1}" -p "${PORT:-8000}" \
+    gateway_project.asgi:application &
+server=$!
+
+# Either one ending on its own (a crash, a port in use) stops the other; the status is the first's.
+status=0
+wait -n "$server" "$worker" || status=$?
+stop
+exit "$status"

@@ -145,3 +145,10 @@ def outbox() -> Outbox:
                 )
                 atexit.register(_outbox.close)
     return _outbox
+
+
+def seal() -> None:
+    """Seals this process's spool file now, if it has one (a server at the end of its drain), so
+    the ingest can take it without waiting for the process to exit."""
+    if _outbox is not None:
+        _outbox.close()

@@ -2,9 +2,9 @@
 database, so a node with a worker needs no ingest process (``make run`` is Daphne and one worker).
 
 The same loop as ``manage.py outbox_ingest`` (ingest.py), started when the worker is ready and
-stopped (after the file in hand) when it shuts down. A worker on a node without servers finds an
-empty spool: a directory listing every GATEWAY_OUTBOX_INGEST_SECONDS. Several ingests on one node
-(workers, outbox_ingest) share the spool safely: each file is taken by one.
+stopped (after the file in hand, and one last round) when it shuts down. A worker on a node without
+servers finds an empty spool: a directory listing every GATEWAY_OUTBOX_INGEST_SECONDS. Several
+ingests on one node (workers, outbox_ingest) share the spool safely: each file is taken by one.
 """
 
 import logging
@@ -37,9 +37,26 @@ def start(**_) -> None:
 
 
 def stop(**_) -> None:
+    """At the worker's warm shutdown: stops the loop after the file in hand, then writes what the
+    servers sealed meanwhile (``make run`` stops the server first, which seals its spool as it
+    exits), so a stopped gateway leaves nothing waiting. One round: a database that does not answer
+    leaves the files for the next start."""
     _stop.set()
-    if _thread is not None:
-        _thread.join(30)
+    if _thread is None:
+        return
+    _thread.join(30)
+    if _thread.is_alive():
+        return
+    from .outbox import outbox
+
+    try:
+        outbox().ingest.run_once()
+    except Exception:
+        logger.exception("Outbox: the last ingest round at shutdown failed; the spool is kept")
+    finally:
+        from django.db import connections
+
+        connections.close_all()
 
 
 def connect() -> None:

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from apps.audit.records import RequestRecord, emit
+from apps.core import shutdown
 from apps.core.brand import header_names
 from apps.core.database import UNREACHABLE_ERRORS, DatabaseUnavailable
 from apps.core.errors import GatewayError, MethodNotAllowed, NotFound
@@ -27,7 +28,7 @@ from . import admission, endpoints, pipeline
 from .auth import authenticate, require_permission
 from .config import config_store, load_config
 from .endpoints import Endpoint
-from .errors import InternalError, error_response_parts
+from .errors import InternalError, error_event, error_response_parts
 from .http import ProxyRequest, ProxyResponse, ProxyStream, decode_headers, read_body
 from .key_usage import key_usage
 
@@ -72,6 +73,11 @@ class ProxyApp:
             response = self.error_response(record, error)
         except UNREACHABLE_ERRORS:  # a database read this request could not do without: retry soon
             response = self.error_response(record, DatabaseUnavailable())
+        except asyncio.CancelledError:
+            if not shutdown.state.cut:  # the client went away: nobody to answer
+                raise
+            # The server's grace period is over: this request gets its answer (and its audit entry).
+            response = self.error_response(record, shutdown.ServerStopping())
         except Exception:
             logger.exception("Unhandled error in the proxy (request %s)", request.request_id)
             response = self.error_response(record, InternalError())
@@ -177,16 +183,29 @@ class ProxyApp:
         await send({"type": "http.response.start", "status": response.status, "headers": _encode(headers)})
         pump = asyncio.ensure_future(_pump(send, response, request, keep_body))
         watch = asyncio.ensure_future(_until_disconnect(receive))
+        stopping = False
         try:
             await asyncio.wait({pump, watch}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            if not shutdown.state.cut:
+                raise
+            stopping = True
         finally:
             watch.cancel()
             if not pump.done():
-                request.record.client_disconnected = True
+                request.record.client_disconnected = not stopping
                 pump.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await pump
             await response.chunks.aclose()
+        if stopping and not request.record_handed_over:
+            # Cut by the end of the server's grace period: the stream ends with the error event the
+            # client's SDK raises, never a silent end that reads like a whole answer.
+            error = shutdown.ServerStopping("The gateway is restarting; the stream was cut short.")
+            record.error_type, record.error_code = error.type, error.code
+            await send({"type": "http.response.body", "body": error_event(error), "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+            hand_over(request)
 
 
 def hand_over(request: ProxyRequest) -> None:

@@ -1,0 +1,105 @@
+"""The gateway's server: Daphne, with a drain on SIGTERM (``python -m gateway_project.serve``, the
+same arguments as ``daphne``; scripts/run.sh and the production layout use it).
+
+Daphne alone cancels every request in flight the moment it is told to stop: streams cut mid-body
+with no error event (and recorded as client disconnects), requests with no answer at all. Here,
+SIGTERM (or SIGINT) instead:
+
+1. closes the listening sockets (a new connection is refused, so a balancer moves on) and refuses a
+   request arriving on a kept-alive connection with a 503 and ``connection: close``;
+2. lets the requests and streams in flight finish, for up to ``GATEWAY_SHUTDOWN_GRACE_SECONDS``;
+3. cancels what is left: the proxy answers such a request 503 ``server_shutting_down``, or ends a
+   started stream with that error event (apps/core/shutdown.py), and hands its audit entry over;
+4. seals this process's spool file, so the ingest takes it at once, and exits 0.
+
+Twisted runs "before shutdown" triggers before it closes any connection, and waits for the Deferred
+they return: the drain is that trigger (Daphne's own, which cancels everything, is replaced).
+"""
+
+import asyncio
+import logging
+
+from daphne.cli import CommandLineInterface
+from daphne.server import Server
+from daphne.ws_protocol import WebSocketProtocol
+from twisted.internet import defer
+
+from apps.core import shutdown
+
+logger = logging.getLogger("gateway_project.serve")
+
+# How long the requests cancelled at the end of the grace period have to send their 503 or error
+# event and hand their audit entry over (they only write to the socket and the spool).
+CUT_SECONDS = 5.0
+POLL_SECONDS = 0.05
+
+
+class DrainingServer(Server):
+    def run(self) -> None:
+        self.ports = []
+        super().run()
+
+    def listen_success(self, port) -> None:
+        self.ports.append(port)
+        super().listen_success(port)
+
+    def kill_all_applications(self):
+        return defer.Deferred.fromFuture(asyncio.ensure_future(self.stop_gracefully()))
+
+    async def stop_gracefully(self) -> None:
+        from django.conf import settings
+
+        grace = settings.GATEWAY_SHUTDOWN_GRACE_SECONDS
+        shutdown.begin_drain()
+        for port in self.ports:
+            port.stopListening()
+        waiting = self.requests_in_flight()
+        logger.warning("Stopping: %d request(s) in flight, up to %.0f s to finish", len(waiting), grace)
+        if not await self.until_done(grace):
+            left = self.requests_in_flight()
+            logger.warning("Stopping: the grace period is over; %d request(s) cut short", len(left))
+            shutdown.cut_off()
+            for task in left:
+                task.cancel()
+            await self.until_done(CUT_SECONDS)
+        # What is left is not HTTP (the console's live tail) or would not end: Daphne's way.
+        for details in self.connections.values():
+            instance = details.get("application_instance")
+            if instance is not None and not instance.done():
+                instance.cancel()
+        await asyncio.to_thread(seal_spool)
+        logger.warning("Stopped")
+
+    def requests_in_flight(self) -> list[asyncio.Future]:
+        return [
+            instance
+            for protocol, details in self.connections.items()
+            if not isinstance(protocol, WebSocketProtocol)
+            and (instance := details.get("application_instance")) is not None
+            and not instance.done()
+        ]
+
+    async def until_done(self, seconds: float) -> bool:
+        # Polled: Daphne keeps no event to wait on, and this runs once, at exit.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while self.requests_in_flight():
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(POLL_SECONDS)
+        return True
+
+
+def seal_spool() -> None:
+    from apps.outbox.outbox import seal
+
+    seal()
+
+
+class GatewayCommandLine(CommandLineInterface):
+    description = "The gateway's server: Daphne, draining requests in flight on SIGTERM"
+    server_class = DrainingServer
+
+
+if __name__ == "__main__":
+    GatewayCommandLine.entrypoint()

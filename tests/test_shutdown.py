@@ -46,6 +46,7 @@ class Gateway:
             GATEWAY_OUTBOX_DIR=str(tmp_path / "outbox"),
             GATEWAY_OUTBOX_INGEST_SECONDS="0.1",
             CELERY_BROKER_URL="filesystem://",  # its own broker: no task of another gateway
+            CELERY_LOG_LEVEL="INFO",
             **env,
         )
 
@@ -62,11 +63,9 @@ class Gateway:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             assert self.process.poll() is None, self.output()
-            try:
-                if httpx.get(f"{self.base_url}/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
+            # The server answers, and the worker (whose ingest writes the log) is ready.
+            if not refused(self.base_url) and b" ready." in self.log_path.read_bytes():
+                return self
             time.sleep(0.1)
         raise AssertionError(f"the gateway did not start:\n{self.output()}")
 
@@ -166,6 +165,8 @@ def test_sigterm_lets_requests_and_streams_in_flight_finish_then_stops_every_pro
             *[(chat, gateway.base_url, gateway_key, results, f"chat-{i}") for i in range(3)],
             *[(stream, gateway.base_url, gateway_key, results, f"stream-{i}") for i in range(3)],
         )
+        kept_alive = httpx.Client(base_url=gateway.base_url, timeout=10)
+        assert kept_alive.get("/healthz").status_code == 200
         assert upstream.wait_for_requests(6, timeout=20)
         status = {}
         stopper = threading.Thread(target=lambda: status.update(code=gateway.stop()))
@@ -173,6 +174,15 @@ def test_sigterm_lets_requests_and_streams_in_flight_finish_then_stops_every_pro
 
         # The listening socket closes at once: a new connection is refused, not queued.
         assert until(lambda: refused(gateway.base_url), timeout=5)
+        # A request on a connection kept alive from before: 503 in OpenAI's shape, and the
+        # connection closed, so the client's retry goes elsewhere.
+        late = kept_alive.post(
+            "/v1/chat/completions", json=CHAT, headers={"Authorization": f"Bearer {gateway_key}"}
+        )
+        kept_alive.close()
+        assert late.status_code == 503
+        assert late.json()["error"]["code"] == "server_shutting_down"
+        assert late.headers["connection"] == "close"
         for thread in threads:
             thread.join(60)
         stopper.join(60)
@@ -241,3 +251,54 @@ def test_past_the_grace_period_what_is_left_ends_with_a_503_or_the_error_event(
     assert entries[True].error_code == "server_shutting_down"
     assert entries[True].stream_completed is False
     assert entries[True].client_disconnected is False  # the gateway cut it, not the client
+
+
+PRODUCTION_LAYOUT = {
+    # README.md, "production layout": each process as an orchestrator runs it, alone in its container.
+    "server": [
+        "-m",
+        "gateway_project.serve",
+        "-b",
+        "127.0.0.1",
+        "-p",
+        "{port}",
+        "gateway_project.asgi:application",
+    ],
+    "worker": ["-m", "celery", "-A", "gateway_project", "worker", "--concurrency", "2", "--loglevel", "INFO"],
+    "beat": ["-m", "celery", "-A", "gateway_project", "beat", "-s", "{data}/schedule", "--loglevel", "INFO"],
+    "ingest": ["manage.py", "outbox_ingest", "--interval", "0.1"],
+}
+READY = {"worker": b"ready.", "beat": b"beat: Starting", "ingest": b"Ingesting"}
+
+
+@pytest.mark.parametrize("process", PRODUCTION_LAYOUT)
+def test_each_process_of_the_production_layout_stops_on_sigterm_with_status_0(process, tmp_path):
+    port = free_port()
+    arguments = [part.format(port=port, data=tmp_path) for part in PRODUCTION_LAYOUT[process]]
+    log_path = tmp_path / "process.log"
+    env = {"GATEWAY_OUTBOX_DIR": str(tmp_path / "outbox"), "CELERY_BROKER_URL": "filesystem://"}
+    with open(log_path, "w+b") as log:
+        child = subprocess.Popen(
+            [sys.executable, *arguments],
+            cwd=ROOT,
+            env=subprocess_env(tmp_path, **env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            if process == "server":
+                ready = lambda: not refused(f"http://127.0.0.1:{port}")  # noqa: E731
+            else:
+                ready = lambda: READY[process] in log_path.read_bytes()  # noqa: E731
+            assert until(lambda: child.poll() is not None or ready(), timeout=30), log_path.read_text()
+            assert child.poll() is None, log_path.read_text()
+
+            child.send_signal(signal.SIGTERM)
+            assert child.wait(30) == 0, log_path.read_text()
+            # A prefork worker's children go with it.
+            assert until(lambda: not session_alive(child.pid), timeout=10)
+        finally:
+            if session_alive(child.pid):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait(10)

@@ -42,11 +42,11 @@ def stop(**_) -> None:
     exits), so a stopped gateway leaves nothing waiting. One round: a database that does not answer
     leaves the files for the next start."""
     _stop.set()
-    if _thread is None:
-        return
-    _thread.join(30)
-    if _thread.is_alive():
-        return
+    # Also when the worker is stopped before it was ready (the loop never started).
+    if _thread is not None:
+        _thread.join(30)
+        if _thread.is_alive():
+            return
     from .outbox import outbox
 
     try:

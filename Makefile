@@ -25,10 +25,11 @@ admin: migrate
 	$(BIN)/python manage.py bootstrap_admin
 
 # Migrates, creates the first admin when there is none, and serves the gateway with Daphne on
-# $(HOST):$(PORT), with a Celery worker and beat beside it. Ctrl-C stops both.
+# $(HOST):$(PORT), with a Celery worker and beat beside it. Ctrl-C or SIGTERM stops both, the
+# server draining its requests first (docs/operations.md, "Stopping").
 run: admin
 	$(BIN)/python manage.py collectstatic --noinput -v0
-	scripts/run.sh
+	GATEWAY_BIN_DIR=$(BIN) scripts/run.sh
 
 lint: install
 	$(BIN)/ruff check .

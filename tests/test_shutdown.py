@@ -34,7 +34,8 @@ CHAT = {"model": "fast", "messages": [{"role": "user", "content": "hi"}]}
 class Gateway:
     """scripts/run.sh on a free loopback port: the server and a Celery worker with its ingest."""
 
-    def __init__(self, tmp_path: Path, **env: str) -> None:
+    def __init__(self, tmp_path: Path, command: tuple[str, ...] = ("scripts/run.sh",), **env: str) -> None:
+        self.command = list(command)
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log_path = tmp_path / "run.log"
@@ -53,7 +54,7 @@ class Gateway:
     def __enter__(self) -> "Gateway":
         self.log = open(self.log_path, "w+b")
         self.process = subprocess.Popen(
-            ["scripts/run.sh"],
+            self.command,
             cwd=ROOT,
             env=self.env,
             stdout=self.log,
@@ -205,6 +206,24 @@ def test_sigterm_lets_requests_and_streams_in_flight_finish_then_stops_every_pro
     assert entries.count() == 6
     assert not entries.filter(client_disconnected=True).exists()
     assert set(entries.filter(stream=True).values_list("stream_completed", flat=True)) == {True}
+
+
+def test_sigterm_to_make_run_drains_and_stops_everything(gateway_key, upstream, tmp_path):
+    """make passes SIGTERM to scripts/run.sh and waits for it; then GNU make ends itself by the signal
+    (so its status is SIGTERM's, whatever run.sh's): what matters is that nothing is left running and
+    the stream in flight ends whole. Make's prerequisites (install, migrate, admin) are skipped here."""
+    upstream.behave("slow", delay=0.5)
+    venv = Path(sys.executable).parent.parent
+    results: dict = {}
+    with Gateway(tmp_path, ("make", "--no-print-directory", "-o", "admin", "run", f"VENV={venv}")) as gateway:
+        (thread,) = in_threads((stream, gateway.base_url, gateway_key, results, "stream"))
+        assert upstream.wait_for_requests(1, timeout=20)
+        assert gateway.stop() == -signal.SIGTERM, gateway.output()
+        thread.join(30)
+        assert not session_alive(gateway.process.pid), "a process outlived make"
+    response, body = results["stream"]
+    assert response.status_code == 200
+    assert body.endswith("data: [DONE]\n\n")
 
 
 def test_past_the_grace_period_what_is_left_ends_with_a_503_or_the_error_event(

@@ -35,9 +35,11 @@ def redact(text: str) -> str:
     return _scanner(settings.GATEWAY_API_KEY_PREFIX, True).sub(text, marker)[0]
 
 
-def kept_body(raw: bytes, mode: str, limit: int) -> str:
+def kept_body(raw: bytes, mode: str, limit: int, *, truncated: bool = False) -> str:
+    """What the entry keeps of a body. ``truncated``: the server cut it already, before spooling it
+    (apps/audit/records.py)."""
     if mode == "metadata" or not raw:
         return ""
     text = raw[:limit].decode("utf-8", errors="replace")
     text = redact(text) if mode == "redacted" else mask_secrets(text)
-    return text + ("…[truncated]" if len(raw) > limit else "")
+    return text + ("…[truncated]" if truncated or len(raw) > limit else "")

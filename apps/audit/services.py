@@ -120,8 +120,12 @@ def entry_payload(record: RequestRecord) -> dict[str, Any]:
         "client_ip": record.client_ip or None,
         "user_agent": record.user_agent,
         "body_mode": record.log_bodies,
-        "request_body": kept_body(record.request_body, record.log_bodies, limit),
-        "response_body": kept_body(record.response_body, record.log_bodies, limit),
+        "request_body": kept_body(
+            record.request_body, record.log_bodies, limit, truncated=record.request_body_truncated
+        ),
+        "response_body": kept_body(
+            record.response_body, record.log_bodies, limit, truncated=record.response_body_truncated
+        ),
     }
 
 

@@ -5,6 +5,7 @@ classes are what its views see instead.
 """
 
 import json
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -21,6 +22,62 @@ class NestedTooDeeply(InvalidRequest):
 
     def __init__(self) -> None:
         super().__init__("The request body is nested too deeply.")
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    # NaN, Infinity and -Infinity: Python's parser accepts them, JSON (RFC 8259) and OpenAI do not,
+    # and an upstream would get them back as the same invalid tokens.
+    raise _NotJson(f"{name} is not a JSON number")
+
+
+# A scan of the raw bytes that says when the exact check of surrogates is worth running: a
+# surrogate escape (\ud800-\udfff; a pair is fine, a lone one is not). It starts with a literal,
+# so it runs at memchr speed: 5-15 ms for 20 MiB here.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _finite_float(text: str) -> float:
+    # 1e400 is valid JSON grammar that Python reads as an infinite float (written back as
+    # Infinity): refused like the literal. Called for floats only; a request carries a handful.
+    value = float(text)
+    if value in (_INFINITY, -_INFINITY):
+        raise _NotJson(f"{text[:40]} is too large for a JSON number")
+    return value
+
+
+_INFINITY = float("inf")
+
+
+def parse_json(body: bytes) -> Any:
+    """A request body as JSON, as OpenAI reads it: UTF-8, RFC 8259 (no NaN or Infinity, no number
+    too large for a double), and every string one a UTF-8 upstream can be sent (no lone surrogate
+    escape such as ``"\\ud800"``, which Python's parser lets through and nothing can encode).
+    Raises ``InvalidRequest`` (400 ``invalid_json``) for anything else."""
+    if not body:
+        raise InvalidRequest("The request body is empty; send a JSON object.", code="invalid_json")
+    try:
+        text = body.decode("utf-8")
+        parsed = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        if _SURROGATE_ESCAPE.search(body):
+            # Encoding is the exact check; it runs only for bodies with surrogate escapes.
+            json.dumps(parsed, ensure_ascii=False).encode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InvalidRequest("The request body is not valid UTF-8.", code="invalid_json") from error
+    except UnicodeEncodeError as error:
+        raise InvalidRequest(
+            "The request body is not valid JSON: a string holds a lone surrogate escape "
+            "(\\ud800-\\udfff without its pair), which cannot be encoded as UTF-8.",
+            code="invalid_json",
+        ) from error
+    except RecursionError:
+        raise NestedTooDeeply() from None
+    except ValueError as error:
+        raise InvalidRequest(f"The request body is not valid JSON: {error}", code="invalid_json") from error
+    return parsed
 
 
 @dataclass(slots=True)
@@ -42,19 +99,8 @@ class ProxyRequest:
     settlement: Any = None
 
     def json(self) -> Any:
-        """The body as JSON, parsed once; anything unreadable is a 400 in OpenAI's shape."""
-        if not self.body:
-            raise InvalidRequest("The request body is empty; send a JSON object.", code="invalid_json")
-        try:
-            return json.loads(self.body)
-        except UnicodeDecodeError as error:
-            raise InvalidRequest("The request body is not valid UTF-8.", code="invalid_json") from error
-        except RecursionError:
-            raise NestedTooDeeply() from None
-        except ValueError as error:
-            raise InvalidRequest(
-                f"The request body is not valid JSON: {error}", code="invalid_json"
-            ) from error
+        """The body as JSON (``parse_json``); anything unreadable is a 400 in OpenAI's shape."""
+        return parse_json(self.body)
 
 
 @dataclass(slots=True)

@@ -21,7 +21,24 @@ def require_model(body: dict[str, Any]) -> str:
     return model
 
 
+def require_json_content_type(request: ProxyRequest) -> None:
+    """OpenAI refuses a body sent as anything but ``application/json`` (400
+    ``unsupported_content_type``); parameters such as ``charset`` are fine. A request without the
+    header is read as JSON: some HTTP clients send none, and the body decides."""
+    content_type = request.headers.get("content-type")
+    if content_type is None:
+        return
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    if media_type != "application/json":
+        raise InvalidRequest(
+            f"Unsupported content type: {content_type[:100]!r}. This endpoint accepts only "
+            "'application/json' request bodies.",
+            code="unsupported_content_type",
+        )
+
+
 def json_object(request: ProxyRequest) -> dict[str, Any]:
+    require_json_content_type(request)
     body = request.json()
     if not isinstance(body, dict):
         raise InvalidRequest("The request body must be a JSON object.", code="invalid_json")
@@ -60,18 +77,20 @@ def validate_chat(body: dict[str, Any]) -> None:
         raise InvalidRequest("'temperature' must be a number.", code="invalid_type", param="temperature")
 
 
+def _all_of(items: list[Any], kind: type) -> bool:
+    # map(type) and set() run in C: 20 MiB of token ids (millions of numbers) is checked in tens of
+    # milliseconds of the event loop, where a Python loop over them took over a second. The exact
+    # type, so a bool is no int (the parser makes exact ints and strs).
+    return bool(items) and set(map(type, items)) == {kind}
+
+
 def validate_embeddings(body: dict[str, Any]) -> None:
     require_model(body)
     value = body.get("input")
     valid = (
         (isinstance(value, str) and value != "")
-        or (isinstance(value, list) and value and all(isinstance(item, str) for item in value))
-        or (isinstance(value, list) and value and all(_is_int(item) for item in value))
-        or (
-            isinstance(value, list)
-            and value
-            and all(isinstance(item, list) and item and all(_is_int(t) for t in item) for item in value)
-        )
+        or (isinstance(value, list) and (_all_of(value, str) or _all_of(value, int)))
+        or (isinstance(value, list) and _all_of(value, list) and all(_all_of(item, int) for item in value))
     )
     if not valid:
         raise InvalidRequest(

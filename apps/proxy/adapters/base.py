@@ -110,7 +110,15 @@ class Adapter:
 
 
 def dumps(payload: Any) -> bytes:
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+    """Compact JSON as UTF-8. A string with a lone surrogate cannot be UTF-8: requests with one are
+    refused when they are read (http.parse_json), but an upstream's answer may carry one (Python's
+    parser lets ``"\\ud800"`` through); such a payload is written with ASCII escapes instead, the
+    lone surrogate kept as the ``\\ud800`` escape it came as, never a 500."""
+    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(payload, separators=(",", ":")).encode()
 
 
 def loads_object(payload: bytes) -> dict[str, Any]:

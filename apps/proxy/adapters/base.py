@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from apps.catalog.pricing import Usage
 
 
@@ -110,10 +112,17 @@ class Adapter:
 
 
 def dumps(payload: Any) -> bytes:
-    """Compact JSON as UTF-8. A string with a lone surrogate cannot be UTF-8: requests with one are
-    refused when they are read (http.parse_json), but an upstream's answer may carry one (Python's
-    parser lets ``"\\ud800"`` through); such a payload is written with ASCII escapes instead, the
+    """Compact JSON as UTF-8, with orjson: it writes a 20 MiB request body for the upstream in
+    about 20 ms of the event loop, where ``json.dumps`` took 60-390 ms (docs/benchmarks.md, big
+    bodies). What orjson refuses goes through ``json``, as before: nesting deeper than 254 levels,
+    integers past 64 bits, keys that are not strings, and a string with a lone surrogate. Requests
+    with one of those are refused when they are read (http.parse_json), but an upstream's answer may
+    carry one (Python's parser lets ``"\\ud800"`` through): it is written with ASCII escapes, the
     lone surrogate kept as the ``\\ud800`` escape it came as, never a 500."""
+    try:
+        return orjson.dumps(payload)
+    except TypeError:  # orjson.JSONEncodeError
+        pass
     text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
     try:
         return text.encode()

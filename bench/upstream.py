@@ -40,6 +40,16 @@ COMPLETION = json.dumps(
 ).encode()
 
 
+EMBEDDINGS = json.dumps(
+    {
+        "object": "list",
+        "data": [{"object": "embedding", "index": 0, "embedding": [0.1, 0.2, 0.3]}],
+        "model": "gpt-4o-mini",
+        "usage": {"prompt_tokens": 8, "total_tokens": 8},
+    }
+).encode()
+
+
 def _chunk(delta: dict, finish: str | None = None, *, usage: dict | None = None, choices=True) -> bytes:
     body = {
         "id": "chatcmpl-bench",
@@ -85,6 +95,11 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     return response
 
 
+async def embeddings(request: web.Request) -> web.Response:
+    await request.read()
+    return web.Response(body=EMBEDDINGS, content_type="application/json")
+
+
 async def healthz(request: web.Request) -> web.Response:
     return web.Response(text="ok")
 
@@ -94,8 +109,10 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
-    app = web.Application()
+    # Bodies up to the gateway's own limit (20 MiB by default; bench/big_bodies.py sends them).
+    app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/embeddings", embeddings)
     app.router.add_get("/healthz", healthz)
     # No access log: formatting a line per request would cost more than the answer itself.
     web.run_app(app, host=args.host, port=args.port, access_log=None, print=None, handle_signals=True)

@@ -446,16 +446,28 @@ LOGGING = {
 
 # --- Routing and upstreams (apps/proxy/routing.py, apps/proxy/forwarding.py) ----------------
 GATEWAY_MAX_ATTEMPTS = env_number("GATEWAY_MAX_ATTEMPTS", default=3, minimum=1, maximum=10)
-# From the request's arrival until an upstream answers (or, for a stream, sends its first chunk).
+# From the request's arrival until an upstream answers (or, for a stream, sends its first chunk):
+# every attempt, failover and retries included, ends within it.
 GATEWAY_REQUEST_DEADLINE_SECONDS = env_number(
     "GATEWAY_REQUEST_DEADLINE_SECONDS", default=60.0, minimum=0.1, maximum=3600
 )
+# Per attempt, so that a hanging key gives way to the next candidate within seconds instead of using
+# up the whole deadline (docs/proxy.md, "Time limits"): the TCP/TLS connect; the wait for the
+# upstream's first byte (a stream's first event; a whole answer's response, which providers send only
+# once it is generated), except on a request's last possible attempt, which has the rest of the
+# deadline; and, once a stream has started, the longest silence between two of its chunks.
 GATEWAY_CONNECT_TIMEOUT_SECONDS = env_number(
-    "GATEWAY_CONNECT_TIMEOUT_SECONDS", default=10.0, minimum=0.1, maximum=600
+    "GATEWAY_CONNECT_TIMEOUT_SECONDS", default=5.0, minimum=0.1, maximum=600
 )
-# A stream that has started is ended with an error event after this long without a byte.
-GATEWAY_STREAM_IDLE_SECONDS = env_number(
-    "GATEWAY_STREAM_IDLE_SECONDS", default=120.0, minimum=1, maximum=3600
+GATEWAY_FIRST_BYTE_TIMEOUT_SECONDS = env_number(
+    "GATEWAY_FIRST_BYTE_TIMEOUT_SECONDS", default=20.0, minimum=0.1, maximum=3600
+)
+GATEWAY_STREAM_IDLE_SECONDS = env_number("GATEWAY_STREAM_IDLE_SECONDS", default=60.0, minimum=1, maximum=3600)
+# A request with a single candidate retries it after a transient failure (5xx, connection error,
+# timeout) after this backoff, doubled on each further retry, with jitter; within the attempts and the
+# deadline above.
+GATEWAY_RETRY_BACKOFF_SECONDS = env_number(
+    "GATEWAY_RETRY_BACKOFF_SECONDS", default=0.5, minimum=0, maximum=30
 )
 # On SIGTERM a server stops accepting and gives the requests and streams in flight this long to
 # finish before it ends them with a 503 or an error event (gateway_project/serve.py). Keep it below

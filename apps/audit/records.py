@@ -42,6 +42,8 @@ class Attempt:
     outcome: str  # ok, upstream_error, client_error, timeout, connection_error, invalid_response
     latency_ms: float
     error: str | None = None
+    trial: bool = False  # the one request that tried a half-open key (its circuit breaker's trial)
+    backoff_ms: float | None = None  # a retry of the same key: how long it waited after the failure
 
 
 @dataclass(slots=True)

@@ -91,6 +91,8 @@ def entry_payload(record: RequestRecord) -> dict[str, Any]:
                 "status": a.status,
                 "outcome": a.outcome,
                 "latency_ms": a.latency_ms,
+                "trial": a.trial,
+                "backoff_ms": a.backoff_ms,
                 # An upstream's error may quote a credential (its own key, or one a client sent).
                 "error": mask_secrets(a.error) if a.error else a.error,
             }

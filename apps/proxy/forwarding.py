@@ -1,5 +1,14 @@
 """Calling the upstreams: one attempt after another until one answers, within the deadline.
 
+Each attempt has its own time limits, apart from the request's deadline, so that a key that hangs
+gives way to the next candidate within seconds (``GATEWAY_CONNECT_TIMEOUT_SECONDS``,
+``GATEWAY_FIRST_BYTE_TIMEOUT_SECONDS``, then ``GATEWAY_STREAM_IDLE_SECONDS`` between a stream's chunks).
+The last attempt a request can make waits for its first byte as long as the deadline allows: nothing
+could follow it, and a slow answer (a long one that is not streamed arrives whole) is still an answer.
+A request with a single candidate retries it after a transient failure (5xx, connection error,
+timeout), after a short backoff, within ``GATEWAY_MAX_ATTEMPTS``: one 500 from a newcomer's only key
+is not a 502.
+
 Failover happens on what a different key or provider can fix: connection errors, timeouts, 429,
 5xx, 401/403 (the gateway's own key is refused), 404 (the deployment's model is not there) and
 answers that break the provider's format. What the client's request caused (400, 413, 422) is
@@ -11,6 +20,7 @@ an upstream's address or words (they may quote the gateway's network or its key)
 
 import asyncio
 import logging
+import random
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -32,7 +42,7 @@ from .adapters.base import (
 )
 from .answers import StreamOutcome
 from .http import NestedTooDeeply
-from .routing import Candidate, breaker
+from .routing import Candidate, NoCandidate, breaker
 from .scrubbing import scrub_error
 from .upstream import post
 
@@ -94,6 +104,13 @@ class _Failure:
     provider: str = ""
 
     @property
+    def transient(self) -> bool:
+        """What the same key may not do again a moment later: a 5xx, a dropped connection, a timeout."""
+        if self.outcome in ("timeout", "connection_error"):
+            return True
+        return self.outcome == "upstream_error" and self.status is not None and self.status >= 500
+
+    @property
     def category(self) -> str:
         """What the client is told about the failure: a fixed word, never the upstream's text."""
         if self.outcome != "upstream_error":
@@ -120,18 +137,80 @@ class Forwarder:
         self.candidates = candidates
         self.deadline = started + settings.GATEWAY_REQUEST_DEADLINE_SECONDS
         self.last_failure: _Failure | None = None
+        self._next = 0  # the index of the next candidate
+        self._made = 0  # attempts sent
+        self._trials_missed = 0  # half-open keys another request was already trying
+        self._retry: Candidate | None = None  # the single candidate, to try again after a backoff
+        self._backoff_ms: float | None = None  # the wait before the attempt about to be made
+        self._pending: Candidate | None = None  # the attempt under way, until its outcome is noted
 
-    def _timeout(self, remaining: float, *, stream: bool) -> aiohttp.ClientTimeout:
+    async def _next_attempt(self) -> tuple[Candidate, float, float] | None:
+        """The next attempt: its candidate, the seconds left of the deadline and how long it may
+        wait for its first byte; None when the attempts, the candidates or the deadline ran out."""
+        limit = settings.GATEWAY_MAX_ATTEMPTS
+        self._backoff_ms = None
+        candidate, self._retry = self._retry, None
+        if candidate is not None:
+            if self._made >= limit:
+                return None
+            # Full jitter over a doubling step: clients that failed together do not return together.
+            backoff = settings.GATEWAY_RETRY_BACKOFF_SECONDS * 2 ** (self._made - 1) * random.uniform(0.5, 1)
+            if time.perf_counter() + backoff >= self.deadline:
+                return None
+            await asyncio.sleep(backoff)
+            self._backoff_ms = round(backoff * 1000, 2)
+        else:
+            while candidate is None:
+                if self._made >= limit or self._next >= len(self.candidates):
+                    return None
+                candidate = self.candidates[self._next]
+                self._next += 1
+                if candidate.trial and not breaker.claim_trial(candidate.key.id):
+                    self._trials_missed += 1
+                    candidate = None  # another request is trying this half-open key
+        remaining = self.deadline - time.perf_counter()
+        if remaining <= 0:
+            return None
+        self._made += 1
+        single = len(self.candidates) == 1
+        last = self._made >= limit or (not single and self._next >= len(self.candidates))
+        first_byte = remaining if last else min(settings.GATEWAY_FIRST_BYTE_TIMEOUT_SECONDS, remaining)
+        self._pending = candidate
+        return candidate, remaining, first_byte
+
+    def _abandoned(self) -> None:
+        """The request was cancelled mid-attempt (its client left): a half-open key it was trying
+        is free for the next request's trial at once rather than after the deadline."""
+        if self._pending is not None and self._pending.trial:
+            breaker.end_trial(self._pending.key.id)
+
+    def _after_failure(self, candidate: Candidate) -> None:
+        """A single candidate that failed for a passing reason is tried again, unless its breaker
+        has just opened (the breaker's word wins over a retry)."""
+        failure = self.last_failure
+        if (
+            len(self.candidates) == 1
+            and failure is not None
+            and failure.transient
+            and breaker.is_available(candidate.key.id, breaker.clock())
+        ):
+            self._retry = candidate
+
+    @staticmethod
+    def _timeout(remaining: float, first_byte: float, *, stream: bool) -> aiohttp.ClientTimeout:
         connect = min(settings.GATEWAY_CONNECT_TIMEOUT_SECONDS, remaining)
-        if stream:  # the deadline up to the first chunk is enforced around it; then an idle limit
+        if stream:  # the first byte's limit is enforced around the first chunk; then an idle limit
             return aiohttp.ClientTimeout(
                 total=None, sock_connect=connect, sock_read=settings.GATEWAY_STREAM_IDLE_SECONDS
             )
-        return aiohttp.ClientTimeout(total=remaining, sock_connect=connect)
+        # sock_read runs from the request sent to the response's headers (a whole answer's first
+        # byte) and then between reads of its body.
+        return aiohttp.ClientTimeout(total=remaining, sock_connect=connect, sock_read=first_byte)
 
     def _note(
         self, candidate: Candidate, status: int | None, outcome: str, began: float, error: str | None = None
     ):
+        self._pending = None
         elapsed_ms = (time.perf_counter() - began) * 1000
         self.record.upstream_ms += elapsed_ms
         self.record.attempts.append(
@@ -144,6 +223,8 @@ class Forwarder:
                 outcome=outcome,
                 latency_ms=round(elapsed_ms, 2),
                 error=error,
+                trial=candidate.trial,
+                backoff_ms=self._backoff_ms,
             )
         )
 
@@ -169,6 +250,7 @@ class Forwarder:
         )
         breaker.record_failure(candidate.key.id, retry_after=retry_after)
         self.last_failure = failure
+        self._after_failure(candidate)
 
     def _refused(self, candidate: Candidate, adapter: Adapter, status: int, payload: bytes, began: float):
         text = adapter.error_message(status, payload)
@@ -181,6 +263,13 @@ class Forwarder:
     def exhausted(self) -> GatewayError:
         failure = self.last_failure
         tried = len(self.record.attempts)
+        if not tried and self._trials_missed:
+            # Every candidate was a half-open key that another request is trying at this moment.
+            return NoCandidate(
+                "Every upstream for this model is cooling down after repeated failures; retry shortly.",
+                code="upstreams_cooling_down",
+                headers={"retry-after": "1"},
+            )
         if failure is not None and failure.outcome == "timeout":
             return UpstreamTimedOut(
                 f"The upstream did not answer in time ({tried} attempt(s)).",
@@ -198,10 +287,29 @@ class Forwarder:
         parse: Callable[[Adapter, Target, bytes], Completion],
     ) -> Completion:
         """A whole answer from the first candidate that gives one."""
-        for candidate in self.candidates:
-            remaining = self.deadline - time.perf_counter()
-            if remaining <= 0:
-                break
+        try:
+            return await self._complete(build, parse)
+        except asyncio.CancelledError:
+            self._abandoned()
+            raise
+
+    async def open_stream(
+        self, build: Callable[[Adapter, Target], UpstreamRequest], client_wants_usage: bool
+    ) -> "OpenStream":
+        """A stream from the first candidate that sends a first chunk; failures before it fail over."""
+        try:
+            return await self._open_stream(build, client_wants_usage)
+        except asyncio.CancelledError:
+            self._abandoned()
+            raise
+
+    async def _complete(
+        self,
+        build: Callable[[Adapter, Target], UpstreamRequest],
+        parse: Callable[[Adapter, Target, bytes], Completion],
+    ) -> Completion:
+        while (attempt := await self._next_attempt()) is not None:
+            candidate, remaining, first_byte = attempt
             adapter = adapter_for(candidate.key.provider)
             target = target_for(candidate)
             upstream_request = _build(build, adapter, target)
@@ -211,13 +319,13 @@ class Forwarder:
                     upstream_request.url,
                     data=upstream_request.body,
                     headers=upstream_request.headers,
-                    timeout=self._timeout(remaining, stream=False),
+                    timeout=self._timeout(remaining, first_byte, stream=False),
                 ) as response:
                     payload = await response.read()
                     status = response.status
                     upstream_headers = response.headers
-            except TimeoutError:
-                self._fail(candidate, _Failure("timeout", None, "the upstream timed out"), began)
+            except TimeoutError as error:
+                self._fail(candidate, _timed_out(error, first_byte, before="its answer"), began)
                 continue
             except (aiohttp.ClientError, OSError) as error:
                 self._fail(candidate, _Failure("connection_error", None, _describe(error)), began)
@@ -239,26 +347,23 @@ class Forwarder:
             self._fail(candidate, failure, began, retry_after=retry_after)
         raise self.exhausted()
 
-    async def open_stream(
+    async def _open_stream(
         self, build: Callable[[Adapter, Target], UpstreamRequest], client_wants_usage: bool
     ) -> "OpenStream":
-        """A stream from the first candidate that sends a first chunk; failures before it fail over."""
-        for candidate in self.candidates:
-            remaining = self.deadline - time.perf_counter()
-            if remaining <= 0:
-                break
+        while (attempt := await self._next_attempt()) is not None:
+            candidate, remaining, first_byte = attempt
             adapter = adapter_for(candidate.key.provider)
             target = target_for(candidate)
             upstream_request = _build(build, adapter, target)
             began = time.perf_counter()
             response: aiohttp.ClientResponse | None = None
             try:
-                async with asyncio.timeout(remaining):
+                async with asyncio.timeout(first_byte):
                     response = await post(
                         upstream_request.url,
                         data=upstream_request.body,
                         headers=upstream_request.headers,
-                        timeout=self._timeout(remaining, stream=True),
+                        timeout=self._timeout(remaining, first_byte, stream=True),
                     )
                     status = response.status
                     if not 200 <= status < 300:
@@ -273,13 +378,9 @@ class Forwarder:
                     translator = adapter.stream_translator(target, client_wants_usage=client_wants_usage)
                     events = sse_events(response.content)
                     first = await _first_frames(events, translator)
-            except TimeoutError:
+            except TimeoutError as error:
                 _close(response)
-                self._fail(
-                    candidate,
-                    _Failure("timeout", None, "the upstream timed out before its first chunk"),
-                    began,
-                )
+                self._fail(candidate, _timed_out(error, first_byte, before="its first chunk"), began)
                 continue
             except (aiohttp.ClientError, OSError, UpstreamProtocolError) as error:
                 _close(response)
@@ -376,6 +477,14 @@ def _build(build: Callable[[Adapter, Target], UpstreamRequest], adapter: Adapter
     except RecursionError:
         # A body just under the parser's limit can still be too deep to encode again for the upstream.
         raise NestedTooDeeply() from None
+
+
+def _timed_out(error: TimeoutError, first_byte: float, *, before: str) -> _Failure:
+    if isinstance(error, aiohttp.ConnectionTimeoutError):
+        message = f"no connection within {settings.GATEWAY_CONNECT_TIMEOUT_SECONDS:g} s"
+    else:
+        message = f"nothing received within {first_byte:.3g} s, before {before}"
+    return _Failure("timeout", None, f"the upstream timed out: {message}")
 
 
 def _close(response: aiohttp.ClientResponse | None) -> None:

@@ -7,7 +7,10 @@
 - Failover order: the rotation's pick, then that deployment's other keys by weight, then the next
   deployment, then the fallback aliases' deployments; at most ``GATEWAY_MAX_ATTEMPTS`` in all.
 - Circuit breaker: a key that failed ``GATEWAY_BREAKER_FAILURES`` times in a row (or was told to
-  wait by a 429) is skipped for ``GATEWAY_BREAKER_COOLDOWN_SECONDS``, then tried again by itself.
+  wait by a 429) is skipped for ``GATEWAY_BREAKER_COOLDOWN_SECONDS``; then it is half-open: one
+  request at a time tries it (a trial, first in that request's order), the others keep to the healthy
+  keys until a trial succeeds. A failed trial opens it again. No hedging: the trial's client is not
+  sent to a second key at the same time; if the trial fails it fails over like any attempt.
 
 All state is this worker's memory: no I/O here.
 """
@@ -41,6 +44,7 @@ class Candidate:
     alias: str | None  # the catalog alias it came from; None for an explicit provider/model
     deployment: DeploymentSnapshot
     key: ProviderKeySnapshot
+    trial: bool = False  # the key is half-open: tried only if this request wins its one trial
 
 
 class SmoothWeightedRoundRobin:
@@ -81,9 +85,33 @@ class CircuitBreaker:
         self.clock = clock
         self._failures: dict[str, int] = {}
         self._open_until: dict[str, float] = {}
+        # Half-open keys whose one trial request is under way, until when the trial may hold it: a
+        # trial whose request vanished without a word (cancelled) cannot keep the key shut for good.
+        self._trial_until: dict[str, float] = {}
 
     def is_available(self, key_id: str, now: float) -> bool:
-        return self._open_until.get(key_id, 0.0) <= now
+        """Closed: routed to as usual (an open or half-open key is not)."""
+        return key_id not in self._open_until
+
+    def is_trial_free(self, key_id: str, now: float) -> bool:
+        """Half-open with no trial under way: the next request may try the key."""
+        return self._open_until[key_id] <= now and self._trial_until.get(key_id, 0.0) <= now
+
+    def claim_trial(self, key_id: str) -> bool:
+        """True if the caller may send its attempt to this key: it is closed again, or half-open and
+        the caller now holds its one trial (until it reports success or failure, or the deadline)."""
+        until = self._open_until.get(key_id)
+        if until is None:
+            return True
+        now = self.clock()
+        if until > now or self._trial_until.get(key_id, 0.0) > now:
+            return False
+        self._trial_until[key_id] = now + settings.GATEWAY_REQUEST_DEADLINE_SECONDS
+        return True
+
+    def end_trial(self, key_id: str) -> None:
+        """The trial's request is over without a verdict (cancelled): the next request may try."""
+        self._trial_until.pop(key_id, None)
 
     def reopens_in(self, key_ids: list[str], now: float) -> float:
         """Seconds until the first of these keys may be tried again."""
@@ -93,9 +121,11 @@ class CircuitBreaker:
         if key_id in self._failures:
             del self._failures[key_id]
             self._open_until.pop(key_id, None)
+            self._trial_until.pop(key_id, None)
 
     def record_failure(self, key_id: str, *, retry_after: float | None = None) -> None:
         now = self.clock()
+        self._trial_until.pop(key_id, None)
         failures = self._failures.get(key_id, 0) + 1
         self._failures[key_id] = failures
         if failures >= settings.GATEWAY_BREAKER_FAILURES:
@@ -108,6 +138,7 @@ class CircuitBreaker:
     def clear(self) -> None:
         self._failures.clear()
         self._open_until.clear()
+        self._trial_until.clear()
 
 
 rotation = SmoothWeightedRoundRobin()
@@ -234,6 +265,7 @@ def plan_attempts(config: OrganizationConfig, model: str, regions: frozenset[str
     providers_without_keys: list[str] = []
     keys_outside_region: list[str] = []
     cooling: list[str] = []
+    trials = 0
     for alias, deployment in deployments:
         keys = config.keys_by_provider.get(deployment.provider, ())
         if not keys:
@@ -244,14 +276,25 @@ def plan_attempts(config: OrganizationConfig, model: str, regions: frozenset[str
             keys_outside_region.append(deployment.provider)
             continue
         healthy = [k for k in in_region if breaker.is_available(k.id, now)]
-        cooling.extend(k.id for k in in_region if k not in healthy)
+        if len(healthy) < len(in_region):
+            for key in in_region:
+                if key in healthy:
+                    continue
+                if breaker.is_trial_free(key.id, now):
+                    # First, or the trial would happen only when the healthy keys fail; the
+                    # Forwarder claims it, and skips the key if another request got there first.
+                    trials += 1
+                    plan.append(Candidate(alias=alias, deployment=deployment, key=key, trial=True))
+                else:
+                    cooling.append(key.id)
         if not healthy:
             continue
         first = rotation.pick(healthy)
         ordered = [first, *sorted((k for k in healthy if k is not first), key=lambda k: -k.weight)]
         plan.extend(Candidate(alias=alias, deployment=deployment, key=key) for key in ordered)
     if plan:
-        return plan[: settings.GATEWAY_MAX_ATTEMPTS]
+        # The Forwarder stops at GATEWAY_MAX_ATTEMPTS; a trial it cannot claim is no attempt.
+        return plan[: settings.GATEWAY_MAX_ATTEMPTS + trials]
     if cooling:
         wait = breaker.reopens_in(cooling, now)
         raise NoCandidate(

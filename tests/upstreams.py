@@ -2,7 +2,8 @@
 
 It speaks OpenAI's, Azure OpenAI's and Anthropic's wire formats (JSON and server-sent events), records
 every request it receives, and can be told to misbehave (``behave``) the way real providers do: error
-statuses, hangs, slow or cut streams, broken JSON, dropped connections.
+statuses, hangs before the headers (``timeout``) or in the middle of a stream (``stall``), slow or cut
+streams, broken JSON, dropped (``drop_connection``) or reset (``reset``, a TCP RST) connections.
 
 It runs in a thread with its own event loop so that sync tests, async tests (on their own loops) and a
 gateway subprocess can all reach it.
@@ -37,6 +38,8 @@ Mode = Literal[
     "drop_connection",
     "redirect",
     "error_event",
+    "reset",
+    "stall",
 ]
 MODES: frozenset[str] = frozenset(typing.get_args(Mode))
 Provider = Literal["openai", "azure", "anthropic"]
@@ -940,6 +943,8 @@ class UpstreamServer:
             return self._drop(request)
         if rule.mode == "drop_connection":
             return self._drop(request)
+        if rule.mode == "reset":
+            return self._reset(request)
         if rule.mode == "invalid_json":
             return web.Response(body=INVALID_JSON, content_type="application/json")
         if rule.mode == "redirect":
@@ -1030,18 +1035,23 @@ class UpstreamServer:
         headers = request_id_header(request[EXCHANGE].provider)
         if rule.mode == "cut_stream":
             return await self._send_half(request, body, headers)
+        if rule.mode == "stall":
+            return await self._send_half(request, body, headers, stall=rule.option("seconds", 3600))
         return web.Response(body=body, content_type="application/json", headers=headers)
 
     async def _send_half(
-        self, request: web.Request, body: bytes, headers: dict[str, str]
+        self, request: web.Request, body: bytes, headers: dict[str, str], *, stall: float = 0
     ) -> web.StreamResponse:
-        """A non-streaming response cut short: the full Content-Length, half the body."""
+        """A non-streaming response cut short: the full Content-Length, half the body (after ``stall``
+        seconds of silence, if given)."""
         response = web.StreamResponse(headers=headers)
         response.content_type = "application/json"
         response.content_length = len(body)
         await response.prepare(request)
         await response.write(body[: len(body) // 2])
         await request.writer.drain()
+        if stall:
+            await self._pause(stall)
         self._abort(request)
         return response
 
@@ -1075,6 +1085,11 @@ class UpstreamServer:
                 return  # a provider's mid-stream failure: an error event, then the end
             if cut_after is not None and sent >= cut_after and (event.content or index > last_content):
                 self._abort(request)  # no [DONE], no message_stop: the connection just dies
+                return
+            if rule.mode == "stall" and sent >= int(rule.options.get("after", 1)) and event.content:
+                # The connection stays open and silent: a provider stuck in the middle of an answer.
+                await self._pause(rule.option("seconds", 3600))
+                self._abort(request)
                 return
             if index and delay and await self._pause(delay):
                 self._abort(request)  # the server is stopping
@@ -1114,6 +1129,17 @@ class UpstreamServer:
         """Closes the connection without a response; aiohttp's attempt to send this one fails quietly."""
         if request.transport is not None:
             request.transport.close()
+        return web.Response()
+
+    @staticmethod
+    def _reset(request: web.Request) -> web.Response:
+        """Resets the connection (a TCP RST, as a crashed or overloaded balancer sends) without a response."""
+        transport = request.transport
+        if transport is not None:
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            transport.abort()
         return web.Response()
 
     @staticmethod

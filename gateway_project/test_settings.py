@@ -50,3 +50,6 @@ GATEWAY_ALLOW_PRIVATE_SSO = True  # the tests' identity provider (tests/oidc_pro
 # Each run spools to its own directory, never the developer's.
 GATEWAY_OUTBOX_DIR = str(DATA_DIR / f"outbox-test-{os.getpid()}")
 GATEWAY_OUTBOX_FSYNC_SECONDS = 0.02
+
+# A single candidate's retry after a transient failure waits this long, not the production half second.
+GATEWAY_RETRY_BACKOFF_SECONDS = 0.01

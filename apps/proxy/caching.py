@@ -252,7 +252,8 @@ async def _embedding(ctx: ProxyContext, model: str, text: str) -> list[float] | 
         return None
     body = {"model": model, "input": text}
     try:
-        completion = await Forwarder(record, candidates, started).complete(
+        # No retry: skipping L3 at once beats delaying the request for a cache lookup.
+        completion = await Forwarder(record, candidates, started, retry=False).complete(
             lambda adapter, target: adapter.embeddings_request(target, body),
             lambda adapter, target, payload: adapter.embeddings_response(target, payload),
         )

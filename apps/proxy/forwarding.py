@@ -132,9 +132,12 @@ def _status_failure(adapter: Adapter, status: int, payload: bytes, headers) -> _
 class Forwarder:
     """Tries the planned candidates in order for one request, recording each attempt."""
 
-    def __init__(self, record: RequestRecord, candidates: list[Candidate], started: float) -> None:
+    def __init__(
+        self, record: RequestRecord, candidates: list[Candidate], started: float, *, retry: bool = True
+    ) -> None:
         self.record = record
         self.candidates = candidates
+        self.retry = retry  # False where a failure is better skipped at once (the L3 cache's embedding)
         self.deadline = started + settings.GATEWAY_REQUEST_DEADLINE_SECONDS
         self.last_failure: _Failure | None = None
         self._next = 0  # the index of the next candidate
@@ -189,7 +192,8 @@ class Forwarder:
         has just opened (the breaker's word wins over a retry)."""
         failure = self.last_failure
         if (
-            len(self.candidates) == 1
+            self.retry
+            and len(self.candidates) == 1
             and failure is not None
             and failure.transient
             and breaker.is_available(candidate.key.id, breaker.clock())
@@ -248,7 +252,10 @@ class Forwarder:
             failure.status,
             failure.message,
         )
-        breaker.record_failure(candidate.key.id, retry_after=retry_after)
+        if self._backoff_ms is None or retry_after:
+            # A retry's failure is the same incident as the one before it: the breaker counts
+            # requests that failed on the key, so one request's retries alone never open it.
+            breaker.record_failure(candidate.key.id, retry_after=retry_after)
         self.last_failure = failure
         self._after_failure(candidate)
 

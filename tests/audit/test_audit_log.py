@@ -81,7 +81,7 @@ async def test_refused_and_failed_requests_are_recorded_too(proxy, routed, gatew
     failed_entry = by_id[failed.headers["x-gateway-request-id"]]
     assert failed_entry.status == 502
     assert failed_entry.error_code == "upstream_failed"
-    assert [a["status"] for a in failed_entry.attempts] == [500]
+    assert [a["status"] for a in failed_entry.attempts] == [500, 500, 500]  # the only key, retried
     assert failed_entry.cost_usd == 0
 
 

@@ -67,6 +67,7 @@ async def test_a_key_that_hangs_before_its_headers_fails_over_within_the_first_b
 async def test_a_stream_whose_key_hangs_before_its_headers_fails_over_within_the_first_byte_limit(
     sdk, organization, upstream, records, short_limits
 ):
+    short_limits.GATEWAY_STREAM_IDLE_SECONDS = 30  # only the first-byte limit may cut the wait
     await two_keys(organization, upstream)
     upstream.behave("timeout", seconds=60, for_credential="hanging")
 

@@ -82,6 +82,8 @@ def test_a_spool_file_of_release_1_is_ingested_whole(fixture_keys, release_1_spo
             "status": 529,
             "outcome": "upstream_error",
             "latency_ms": 41.5,
+            "trial": False,  # fields added after release 1 read as their defaults
+            "backoff_ms": None,
             "error": "overloaded",
         },
         {
@@ -92,6 +94,8 @@ def test_a_spool_file_of_release_1_is_ingested_whole(fixture_keys, release_1_spo
             "status": 200,
             "outcome": "ok",
             "latency_ms": 12.25,
+            "trial": False,
+            "backoff_ms": None,
             "error": None,
         },
     ]

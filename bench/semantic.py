@@ -23,6 +23,9 @@ import django
 
 ENTRIES, DIMENSIONS, RUNS = 10_000, 1_536, 200
 MODEL, EMBEDDER = "openai/gpt-4o-mini", "text-embedding-3-small"
+PARTITION = (
+    "p" * 64
+)  # one partition: the entries a request of the same parameters and regions may be answered by
 
 
 def fill(organization_id: str):
@@ -58,6 +61,7 @@ def fill(organization_id: str):
                 organization_id=organization_id,
                 model=MODEL,
                 embedding_model=EMBEDDER,
+                partition=PARTITION,
                 dims=DIMENSIONS,
                 vector=vector.astype("<f4").tobytes(),
                 answer=data,
@@ -79,18 +83,30 @@ async def measure(organization_id: str, vectors) -> dict[str, float]:
     index = SemanticIndex(candidates=ENTRIES, refresh_seconds=3600)
     rng = np.random.default_rng(2)
     began = time.perf_counter()
-    await index.search(organization_id, MODEL, rng.standard_normal(DIMENSIONS).tolist(), 0.95)
+    await index.search(
+        organization_id, MODEL, rng.standard_normal(DIMENSIONS).tolist(), 0.95, partition=PARTITION
+    )
     load = time.perf_counter() - began
     misses, hits = [], []
     for number in range(RUNS):
         query = rng.standard_normal(DIMENSIONS).tolist()
         began = time.perf_counter()
-        if await index.search(organization_id, MODEL, query, 0.95, embedding_model=EMBEDDER) is not None:
+        if (
+            await index.search(
+                organization_id, MODEL, query, 0.95, partition=PARTITION, embedding_model=EMBEDDER
+            )
+            is not None
+        ):
             raise SystemExit("a random vector matched: the measurement is wrong")
         misses.append(time.perf_counter() - began)
         began = time.perf_counter()
         found = await index.search(
-            organization_id, MODEL, vectors[number].tolist(), 0.95, embedding_model=EMBEDDER
+            organization_id,
+            MODEL,
+            vectors[number].tolist(),
+            0.95,
+            partition=PARTITION,
+            embedding_model=EMBEDDER,
         )
         if found is None:
             raise SystemExit("a stored vector did not match itself: the measurement is wrong")

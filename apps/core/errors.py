@@ -37,6 +37,16 @@ class InvalidRequest(GatewayError):
     pass
 
 
+def invalid_field(field: str, message: str) -> InvalidRequest:
+    """A validation error of one field, named in the message and in ``fields``."""
+    return InvalidRequest(
+        f"Invalid value for '{field}': {message}",
+        code="validation_error",
+        param=field,
+        fields={field: [message]},
+    )
+
+
 class AuthenticationFailed(GatewayError):
     status = 401
     type = "authentication_error"

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import translate
 
-from .errors import InvalidRequest
+from .errors import invalid_field
 
 MAX_PATTERNS = 100
 MAX_PATTERN_LENGTH = 200
@@ -29,34 +29,25 @@ def checked_model_patterns(patterns, *, field: str = "allowed_models") -> list[s
     if patterns is None:
         return []
     if isinstance(patterns, str) or not isinstance(patterns, Iterable):
-        raise _invalid(field, "A list of model aliases and provider/model patterns, or null.")
+        raise invalid_field(field, "A list of model aliases and provider/model patterns, or null.")
     kept: list[str] = []
     for index, pattern in enumerate(patterns):
         if not isinstance(pattern, str) or not pattern:
-            raise _invalid(f"{field}[{index}]", "A model alias or provider/model pattern.")
+            raise invalid_field(f"{field}[{index}]", "A model alias or provider/model pattern.")
         if len(pattern) > MAX_PATTERN_LENGTH or not _PATTERN_TEXT.fullmatch(pattern):
-            raise _invalid(
+            raise invalid_field(
                 f"{field}[{index}]",
                 f"At most {MAX_PATTERN_LENGTH} printable ASCII characters without spaces "
                 "(a model alias, provider/model, or a pattern such as openai/gpt-4o*).",
             )
         provider, slash, model = pattern.partition("/")
         if slash and (not provider or not model):
-            raise _invalid(f"{field}[{index}]", "provider/model needs both parts (openai/gpt-4o*).")
+            raise invalid_field(f"{field}[{index}]", "provider/model needs both parts (openai/gpt-4o*).")
         if pattern not in kept:
             kept.append(pattern)
     if len(kept) > MAX_PATTERNS:
-        raise _invalid(field, f"At most {MAX_PATTERNS} entries.")
+        raise invalid_field(field, f"At most {MAX_PATTERNS} entries.")
     return kept
-
-
-def _invalid(field: str, message: str) -> InvalidRequest:
-    return InvalidRequest(
-        f"Invalid value for '{field}': {message}",
-        code="validation_error",
-        param=field,
-        fields={field: [message]},
-    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db import transaction
 
-from apps.core.errors import InvalidRequest
+from apps.core.errors import invalid_field
 from apps.core.generations import bump_generation
 
 from .models import DEFAULT_THRESHOLDS, BudgetPeriod, Limits
@@ -19,15 +19,6 @@ MAX_RATE = 1_000_000_000
 MAX_THRESHOLDS = 10
 
 
-def _invalid(field: str, message: str) -> InvalidRequest:
-    return InvalidRequest(
-        f"Invalid value for '{field}': {message}",
-        code="validation_error",
-        param=field,
-        fields={field: [message]},
-    )
-
-
 def validated_budget(budget: dict | None) -> dict | None:
     """``{"amount_usd": Decimal, "period", "thresholds"?, "starts_at"?, "ends_at"?}`` checked as a
     whole (the serializer checks types): a positive amount, fixed windows with both ends in order,
@@ -36,28 +27,30 @@ def validated_budget(budget: dict | None) -> dict | None:
         return None
     amount = budget["amount_usd"]
     if not isinstance(amount, Decimal) or not amount.is_finite() or amount <= 0 or amount > MAX_BUDGET_USD:
-        raise _invalid("budget.amount_usd", "A budget is a positive amount of US dollars, below 100,000,000.")
+        raise invalid_field(
+            "budget.amount_usd", "A budget is a positive amount of US dollars, below 100,000,000."
+        )
     if amount.as_tuple().exponent < -6:
-        raise _invalid("budget.amount_usd", "At most 6 decimal places.")
+        raise invalid_field("budget.amount_usd", "At most 6 decimal places.")
     period = budget["period"]
     if period not in BudgetPeriod.values:
-        raise _invalid("budget.period", f"One of {', '.join(BudgetPeriod.values)}.")
+        raise invalid_field("budget.period", f"One of {', '.join(BudgetPeriod.values)}.")
     starts_at, ends_at = budget.get("starts_at"), budget.get("ends_at")
     if period == BudgetPeriod.FIXED:
         if starts_at is None or ends_at is None:
-            raise _invalid("budget.starts_at", "A fixed budget needs starts_at and ends_at.")
+            raise invalid_field("budget.starts_at", "A fixed budget needs starts_at and ends_at.")
         if starts_at >= ends_at:
-            raise _invalid("budget.ends_at", "Must be after starts_at.")
+            raise invalid_field("budget.ends_at", "Must be after starts_at.")
     elif starts_at is not None or ends_at is not None:
-        raise _invalid("budget.starts_at", "Only a fixed budget has starts_at and ends_at.")
+        raise invalid_field("budget.starts_at", "Only a fixed budget has starts_at and ends_at.")
     thresholds = budget.get("thresholds")
     thresholds = list(DEFAULT_THRESHOLDS) if thresholds is None else list(thresholds)
     if len(thresholds) > MAX_THRESHOLDS:
-        raise _invalid("budget.thresholds", f"At most {MAX_THRESHOLDS} thresholds.")
+        raise invalid_field("budget.thresholds", f"At most {MAX_THRESHOLDS} thresholds.")
     if any(isinstance(t, bool) or not isinstance(t, int) or not 1 <= t <= 100 for t in thresholds):
-        raise _invalid("budget.thresholds", "Each threshold is a whole percent from 1 to 100.")
+        raise invalid_field("budget.thresholds", "Each threshold is a whole percent from 1 to 100.")
     if len(set(thresholds)) != len(thresholds):
-        raise _invalid("budget.thresholds", "A threshold is listed twice.")
+        raise invalid_field("budget.thresholds", "A threshold is listed twice.")
     return {
         "amount_usd": amount,
         "period": period,
@@ -76,7 +69,9 @@ def validated_rate_limits(rate_limits: dict | None) -> dict | None:
         if value is not None and (
             isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_RATE
         ):
-            raise _invalid(f"rate_limits.{name}", f"A whole number from 0 to {MAX_RATE:,}, or null for none.")
+            raise invalid_field(
+                f"rate_limits.{name}", f"A whole number from 0 to {MAX_RATE:,}, or null for none."
+            )
         checked[name] = value
     return checked
 

@@ -22,6 +22,7 @@ Every scan of one request shares one deadline (``GATEWAY_POLICY_TIMEOUT_SECONDS`
 """
 
 import base64
+import codecs
 import gc
 import json
 import logging
@@ -29,7 +30,7 @@ import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from urllib.parse import unquote
+from urllib.parse import unquote_to_bytes
 
 import regex
 from django.conf import settings
@@ -663,7 +664,6 @@ _MEDIA_MIN_CHARS = 256
 # binary header in its first bytes): only text is decoded whole.
 _SNIFF_CHARS = 1024
 _BINARY = re.compile(rb"[\x00-\x08\x0b\x0e-\x1f\x7f]")
-_HEADER_LIMIT = 256
 
 
 class UnreadableInput(ValueError):
@@ -738,38 +738,105 @@ def _string_slots(path: Path, text: str, media: bool | None) -> Iterable[tuple[P
     payload (a data URL's, or bare where ``media`` says so) is not read as written (what an image, a
     recording or a PDF holds is not text) unless it is shorter than ``_MEDIA_MIN_CHARS``; its data URL
     header is read, and so is the text it decodes to, if it does. Anything else is read as written,
-    and a data URL's payload decoded too (percent-decoded, or base64 that decodes to text): what the
-    upstream takes from it is the decoded payload."""
-    header_end = _data_url_header_end(text)
-    is_base64_url = header_end is not None and text[: header_end - 1].lower().endswith(";base64")
+    and what a data URL carries is read decoded too, as a standard reader decodes it (``_carried``):
+    what the upstream takes from it is the decoded payload."""
+    url = _data_url(text)
     if media is not None:
-        start = header_end if is_base64_url else 0 if media and header_end is None else None
+        start = url.start if url is not None and url.base64 else 0 if media and url is None else None
         if start is not None and _is_base64(text, start):
             if start:
                 yield (*path, _HEADER), text[:start]
             if len(text) - start < _MEDIA_MIN_CHARS:
                 yield (*path, _PAYLOAD), text[start:]
-            carried = _base64_text(text, start)
+            carried = _base64_text(text, start, charset=url.charset if url is not None else None)
             if carried:
                 yield (*path, _DECODED), carried
             return
     yield path, text
-    if header_end is None:
-        return
-    if is_base64_url:
-        carried = _base64_text(text, header_end) if _is_base64(text, header_end) else None
+    if url is not None:
+        carried = _carried(text[url.start :], url)
+    elif media:  # a bare payload that is not clean base64, as a lenient decoder would still take it
+        carried = _carried(text, _DataUrl(start=0, base64=True, charset=None))
     else:
-        carried = unquote(text[header_end:]) if "%" in text else None
+        carried = None
     if carried:
         yield (*path, _DECODED), carried
 
 
-def _data_url_header_end(text: str) -> int | None:
-    """Where a data URL's payload starts (after the comma), None when ``text`` is not a data URL."""
-    if text[:5].lower() != "data:":
+@dataclass(frozen=True, slots=True)
+class _DataUrl:
+    start: int  # where the payload starts (after the comma)
+    base64: bool
+    charset: str | None
+
+
+def _data_url(text: str) -> _DataUrl | None:
+    """The data URL ``text`` is (RFC 2397), None when it is none: leading white space and a header of
+    any length are taken, as browsers and ``urllib`` take them."""
+    start = _DATA_URL_START.match(text)
+    if start is None:
         return None
-    comma = text.find(",", 5, _HEADER_LIMIT)
-    return None if comma < 0 else comma + 1
+    comma = text.find(",", start.end())
+    if comma < 0:
+        return None
+    parameters = [part.strip().lower() for part in text[start.end() : comma].split(";")[1:]]
+    charset = next((p.partition("=")[2].strip("\"' ") for p in parameters if p.startswith("charset=")), None)
+    return _DataUrl(start=comma + 1, base64="base64" in parameters, charset=charset or None)
+
+
+def _carried(payload: str, url: _DataUrl) -> str | None:
+    """The text a data URL's payload carries, decoded as a lenient reader decodes it: percent-escapes
+    undone, then for base64 every character outside its alphabets dropped (white space, ``%``-escaped
+    padding), the URL-safe alphabet taken, missing padding added; the bytes read in the declared
+    charset. None for base64 that decodes to binary, or to nothing."""
+    if not url.base64:
+        if "%" not in payload and url.charset is None:
+            return None  # the payload is read as written already
+        return _in_charset(unquote_to_bytes(payload), url.charset)
+    # What a lenient decoder makes of the head first: a payload that is binary is not decoded whole.
+    head = _lenient_base64(payload[: _SNIFF_CHARS * 2], cut=True)
+    if head is None:
+        return None
+    head_text = _in_charset(head, url.charset)
+    if _BINARY_TEXT.search(head_text[: len(head_text) - 1][:_SNIFF_CHARS]):  # the last may be cut
+        return None
+    decoded = _lenient_base64(payload, cut=False)
+    return _in_charset(decoded, url.charset) if decoded else None
+
+
+def _lenient_base64(payload: str, *, cut: bool) -> bytes | None:
+    """``payload`` decoded as ``urllib`` and browsers decode a base64 data URL: percent-escapes undone,
+    every character outside the alphabets dropped (white space, padding anywhere), the URL-safe
+    alphabet taken, the padding made up. ``cut``: a head cut anywhere, decoded up to its last whole
+    group."""
+    raw = unquote_to_bytes(payload) if "%" in payload else payload.encode("ascii", "ignore")
+    cleaned = _NOT_BASE64.sub(b"", raw).translate(_URL_SAFE)
+    if cut:
+        cleaned = cleaned[: len(cleaned) - len(cleaned) % 4]
+    elif len(cleaned) % 4 == 1:
+        cleaned = cleaned[:-1]  # one character alone carries no byte
+    try:
+        return base64.b64decode(cleaned + b"=" * (-len(cleaned) % 4)) or None
+    except ValueError:
+        return None
+
+
+_DATA_URL_START = re.compile(r"\s*data:", re.IGNORECASE)
+_NOT_BASE64 = re.compile(rb"[^A-Za-z0-9+/\-_]")
+_URL_SAFE = bytes.maketrans(b"-_", b"+/")
+_BINARY_TEXT = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f\ufffd]")
+
+
+def _in_charset(data: bytes, charset: str | None) -> str:
+    return data.decode(_codec(charset), errors="replace")
+
+
+def _codec(charset: str | None) -> str:
+    """The codec of a data URL's charset; UTF-8 when it names none, or one Python does not know."""
+    try:
+        return codecs.lookup(charset).name if charset else "utf-8"
+    except LookupError:
+        return "utf-8"
 
 
 def _is_base64(text: str, start: int) -> bool:
@@ -779,26 +846,35 @@ def _is_base64(text: str, start: int) -> bool:
     return (len(text) - start - breaks) % 4 == 0
 
 
-def _base64_text(text: str, start: int) -> str | None:
+def _base64_text(text: str, start: int, *, charset: str | None = None) -> str | None:
     """The text a valid base64 payload decodes to, None when it is binary (a control character other
-    than a line break or tab, or not UTF-8, in its first ``_SNIFF_CHARS`` characters)."""
+    than a line break or tab, or not text in its charset, in its first ``_SNIFF_CHARS`` characters)."""
     head = text[start : start + _SNIFF_CHARS + 64].replace("\r", "").replace("\n", "")
     head = head[: len(head) - len(head) % 4]
     try:
         sniffed = base64.b64decode(head)
     except ValueError:
         return None
-    if not sniffed or _BINARY.search(sniffed):
+    if not sniffed:
         return None
-    try:
-        sniffed.decode()
-    except UnicodeDecodeError as error:
-        if error.start < len(sniffed) - 3:  # not a character cut at the end of the sniffed part
+    codec = _codec(charset)
+    if codec != "utf-8":
+        # Another charset (UTF-16 puts NULs between ASCII letters): read in it, then judged as text.
+        sniffed_text = sniffed.decode(codec, errors="replace")
+        if _BINARY_TEXT.search(sniffed_text[: len(sniffed_text) - 1]):
             return None
+    else:
+        if _BINARY.search(sniffed):
+            return None
+        try:
+            sniffed.decode()
+        except UnicodeDecodeError as error:
+            if error.start < len(sniffed) - 3:  # not a character cut at the end of the sniffed part
+                return None
     whole = text[start:]
     if "\r" in whole or "\n" in whole:
         whole = whole.replace("\r", "").replace("\n", "")
-    return base64.b64decode(whole).decode(errors="replace")
+    return _in_charset(base64.b64decode(whole), charset)
 
 
 def _with_values(body: dict, values: dict[Path, str]) -> dict:

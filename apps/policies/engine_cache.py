@@ -3,7 +3,7 @@
 
 Building an organization's engine compiles its patterns and terms: up to the organization's bound
 (``patterns.ORGANIZATION_COMPILE_SECONDS``, 250 ms), seven term policies about 0.23 s. The outside
-check of 2026-11-27 sent 20 dry runs of one organization at once: each compiled the whole engine
+check of 2026-11-26 sent 20 dry runs of one organization at once: each compiled the whole engine
 while holding a database connection from the pool of 10, and another organization's proxy and API
 requests waited 5 s for a connection and answered 500. So:
 

@@ -2,6 +2,7 @@
 entry and the events, for a redaction, a block and a flag; the answer redacted, streamed too."""
 
 import asyncio
+import base64
 import json
 import threading
 
@@ -746,4 +747,108 @@ async def test_a_percent_encoded_data_url_is_read_decoded_and_a_match_blocks(
     )
 
     assert response.status_code == 400 and response.headers["x-gateway-policy-reason"] == "pii: us_ssn"
+    assert routed.requests == []
+
+
+def _spaced(text: str, every: int, gap: str) -> str:
+    return gap.join(text[i : i + every] for i in range(0, len(text), every))
+
+
+SSN_TEXT = f"report line: ssn {SSN} belongs to the codename in the file. " * 12
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # Found by the third outside check: base64 a lenient reader takes was never decoded ...
+        _parts(
+            {
+                "type": "file",
+                "file": {
+                    "filename": "a.pdf",
+                    "file_data": "data:application/pdf;base64," + _spaced(_b64(SSN_TEXT), 76, "\t\n"),
+                },
+            }
+        ),
+        _body(
+            messages=[
+                {
+                    "role": "user",
+                    "content": "data:text/plain;base64," + _spaced(_b64(f"my ssn is {SSN}"), 4, " "),
+                }
+            ]
+        ),
+        _body(
+            messages=[
+                {"role": "user", "content": "data:text/plain;base64," + _b64(f"ssn {SSN}!").rstrip("=")}
+            ]
+        ),
+        _body(
+            messages=[
+                {
+                    "role": "user",
+                    "content": "data:text/plain;base64,"
+                    + _b64(f"ssn? {SSN}").replace("+", "-").replace("/", "_"),
+                }
+            ]
+        ),
+        _body(
+            messages=[
+                {
+                    "role": "user",
+                    "content": "data:text/plain;base64," + _b64(f"ssn {SSN}.").replace("=", "%3D"),
+                }
+            ]
+        ),
+        # ... a header of any length was not read as one ...
+        _body(
+            messages=[
+                {
+                    "role": "user",
+                    "content": "data:text/plain;x=" + "a" * 300 + ",%31%32%33-%34%35-%36%37%38%39",
+                }
+            ]
+        ),
+        _body(messages=[{"role": "user", "content": " data:text/plain,%31%32%33-%34%35-%36%37%38%39"}]),
+        # ... and the charset was not taken.
+        _body(
+            messages=[
+                {
+                    "role": "user",
+                    "content": "data:text/plain;charset=utf-16le," + "".join(f"{c}%00" for c in SSN),
+                }
+            ]
+        ),
+        _parts(
+            {
+                "type": "file",
+                "file": {
+                    "filename": "a.txt",
+                    "file_data": "data:text/plain;charset=utf-16le;base64,"
+                    + base64.b64encode(SSN_TEXT.encode("utf-16le")).decode(),
+                },
+            }
+        ),
+    ],
+    ids=[
+        "tab-wrapped",
+        "spaced",
+        "unpadded",
+        "url-safe",
+        "escaped-padding",
+        "long-header",
+        "leading-space",
+        "utf-16",
+        "utf-16-base64",
+    ],
+)
+async def test_a_data_url_is_read_as_a_lenient_reader_decodes_it(
+    proxy, routed, organization, gateway_key, body
+):
+    await create_policy(organization=organization, name="pii", action="block", detectors=["us_ssn"])
+
+    response = await proxy.post("/v1/chat/completions", json=body, headers=bearer(gateway_key[1]))
+
+    assert response.status_code == 400, response.content
+    assert response.headers["x-gateway-policy-reason"] == "pii: us_ssn"
     assert routed.requests == []

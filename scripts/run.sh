@@ -14,6 +14,11 @@ cd "$(dirname "$0")/.."
 BIN=${GATEWAY_BIN_DIR:-.venv/bin}
 DATA_DIR=${GATEWAY_DATA_DIR:-.gateway}
 mkdir -p "$DATA_DIR"
+# The console's pages need the collected static files' manifest: collected here when there is none
+# (run on its own, as a container's entry point); `make run` collects every time, keeping it fresh.
+if [[ ! -f ${STATIC_ROOT:-$DATA_DIR/staticfiles}/staticfiles.json ]]; then
+    "$BIN/python" manage.py collectstatic --noinput -v0
+fi
 
 server="" worker="" stopping=""
 stop() {

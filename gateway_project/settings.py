@@ -277,9 +277,11 @@ def _dns_resolvers(values: list[str]) -> list[tuple[str, int]]:
 
 
 GATEWAY_SSO_DNS_RESOLVERS = _dns_resolvers(env.list("GATEWAY_SSO_DNS_RESOLVERS", default=[]))
-GATEWAY_SSO_DNS_TIMEOUT_SECONDS = env.float("GATEWAY_SSO_DNS_TIMEOUT_SECONDS", default=5.0)
+GATEWAY_SSO_DNS_TIMEOUT_SECONDS = env_number(
+    "GATEWAY_SSO_DNS_TIMEOUT_SECONDS", default=5.0, minimum=0.1, maximum=60
+)
 # How long an invitation to an organization can be accepted (apps/organizations).
-GATEWAY_INVITATION_TTL_DAYS = env.int("GATEWAY_INVITATION_TTL_DAYS", default=7)
+GATEWAY_INVITATION_TTL_DAYS = env_number("GATEWAY_INVITATION_TTL_DAYS", default=7, minimum=1, maximum=365)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["apps.accounts.authentication.SessionTokenAuthentication"],

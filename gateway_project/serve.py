@@ -67,6 +67,7 @@ class DrainingServer(Server):
             instance = details.get("application_instance")
             if instance is not None and not instance.done():
                 instance.cancel()
+        await close_upstream_sessions()
         await asyncio.to_thread(seal_spool)
         logger.warning("Stopped")
 
@@ -88,6 +89,14 @@ class DrainingServer(Server):
                 return False
             await asyncio.sleep(POLL_SECONDS)
         return True
+
+
+async def close_upstream_sessions() -> None:
+    """The upstream client's connections, closed before the loop stops (aiohttp logs an unclosed
+    session and connector otherwise)."""
+    from apps.proxy.upstream import close_sessions
+
+    await close_sessions()
 
 
 def seal_spool() -> None:

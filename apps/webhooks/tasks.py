@@ -1,5 +1,7 @@
 from celery import shared_task
 
+from apps.core.database import DatabaseUnreachable
+
 from . import services
 
 
@@ -11,7 +13,8 @@ def deliver(delivery_id: str) -> None:
     services.delivery_send(delivery_id=delivery_id)
 
 
-@shared_task(ignore_result=True)
+# A database outage is logged in one line, without a traceback: the task runs again on schedule.
+@shared_task(ignore_result=True, throws=(DatabaseUnreachable,))
 def deliveries_due() -> int:
     """Periodic (CELERY_BEAT_SCHEDULE, every 5 minutes): automatic retries whose time has come, and
     attempts whose task never reached the broker."""

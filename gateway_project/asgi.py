@@ -25,7 +25,6 @@ from apps.console.routing import websocket_urlpatterns  # noqa: E402
 from apps.core import shutdown  # noqa: E402
 from apps.core.api.exceptions import error_body as management_error_body  # noqa: E402
 from apps.proxy.app import proxy_app  # noqa: E402
-from apps.proxy.errors import error_response_parts  # noqa: E402
 from gateway_project.client_address import trust_forwarded_for  # noqa: E402
 from gateway_project.websocket_origin import ConsoleOriginValidator  # noqa: E402
 
@@ -48,28 +47,23 @@ _memoise_twisted_content_type_parsing()
 
 async def http_app(scope, receive, send):
     path = scope["path"]
-    if shutdown.state.draining:
-        await refuse_while_stopping(path, send)
-        return
     if path.startswith("/v1/") or path == "/v1":
-        await proxy_app(scope, receive, send)
+        await proxy_app(scope, receive, send)  # refuses itself while stopping, with an audit entry
+    elif shutdown.state.draining:
+        await refuse_while_stopping(send)
     else:
         await django_app(scope, receive, send)
 
 
-async def refuse_while_stopping(path: str, send) -> None:
-    """A request that arrives on a kept-alive connection once the drain began (new connections are
-    refused already): a 503 in its surface's error shape, and the connection closed, so the client's
-    retry opens a new one, to another process."""
-    error = shutdown.ServerStopping()
-    if path.startswith("/v1/") or path == "/v1":
-        status, body, headers = error_response_parts(error)
-    else:
-        status, headers = error.status, dict(error.headers)
-        body = json.dumps(management_error_body(error.type, error.code, error.message)).encode()
-    headers.update({"content-type": "application/json", "connection": "close"})
+async def refuse_while_stopping(send) -> None:
+    """A management or console request that arrives on a kept-alive connection once the drain began
+    (new connections are refused already): a 503 in the management error shape, and the connection
+    closed, so the client's retry opens a new one, to another process."""
+    error = shutdown.ServerStopping(closing=True)
+    body = json.dumps(management_error_body(error.type, error.code, error.message)).encode()
+    headers = {**error.headers, "content-type": "application/json"}
     encoded = [(name.encode("ascii"), value.encode("ascii")) for name, value in headers.items()]
-    await send({"type": "http.response.start", "status": status, "headers": encoded})
+    await send({"type": "http.response.start", "status": error.status, "headers": encoded})
     await send({"type": "http.response.body", "body": body})
 
 

@@ -184,6 +184,7 @@ def test_sigterm_lets_requests_and_streams_in_flight_finish_then_stops_every_pro
         assert late.status_code == 503
         assert late.json()["error"]["code"] == "server_shutting_down"
         assert late.headers["connection"] == "close"
+        assert late.headers["x-gateway-request-id"] == late.headers["x-request-id"]
         for thread in threads:
             thread.join(60)
         stopper.join(60)
@@ -206,6 +207,9 @@ def test_sigterm_lets_requests_and_streams_in_flight_finish_then_stops_every_pro
     assert entries.count() == 6
     assert not entries.filter(client_disconnected=True).exists()
     assert set(entries.filter(stream=True).values_list("stream_completed", flat=True)) == {True}
+    # The refused one too: an answered request (found by the outside fault run of issue 20).
+    refused_entry = AuditEntry.objects.get(id=late.headers["x-request-id"])
+    assert (refused_entry.status, refused_entry.error_code) == (503, "server_shutting_down")
 
 
 def test_sigterm_to_make_run_drains_and_stops_everything(gateway_key, upstream, tmp_path):

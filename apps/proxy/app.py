@@ -110,6 +110,8 @@ class ProxyApp:
         )
         record.team_id = key.team_id
         require_permission(key, route.permissions)
+        if shutdown.state.draining:  # arrived on a kept-alive connection after SIGTERM: refused, audited
+            raise shutdown.ServerStopping(closing=True)
         # Read only after the key is known, so anonymous clients cannot make the gateway buffer bodies.
         request.body = await read_body(receive, request.headers, settings.GATEWAY_MAX_BODY_BYTES)
         key_usage.note(key.id)

@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from apps.audit.records import RequestRecord
 from apps.core.brand import header_names
+from apps.core.database import outage
 from apps.core.errors import GatewayError, PermissionDenied
 from apps.teams.selectors import TeamSnapshot
 
@@ -210,9 +211,11 @@ async def admitted(endpoint: "Endpoint", request: ProxyRequest, body: dict[str, 
         request.config = await load_config(organization_id, generation)
         request.record.log_bodies = request.config.log_bodies
         # The key is read again with the configuration: an update (its regions, its expiry, its
-        # team) bumped the same generation.
-        key_cache.forget_organization(organization_id)
-        request.api_key = await authenticate(request.headers)
+        # team) bumped the same generation. Not while the database is away: the keys held are then
+        # the last good copies, and nothing could read them again.
+        if not outage.known():
+            key_cache.forget_organization(organization_id)
+            request.api_key = await authenticate(request.headers)
     raise admission.LimitsUnavailable("This organization's configuration is changing; retry shortly.")
 
 

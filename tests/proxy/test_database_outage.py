@@ -136,3 +136,38 @@ def test_no_key_is_served_without_the_database_past_the_outage_bound(organizatio
             assert client.post("/v1/chat/completions", json=CHAT, headers=bearer(hot)).status_code == 200
             cut.sever()
             assert_database_unavailable(client.post("/v1/chat/completions", json=CHAT, headers=bearer(hot)))
+
+
+def test_a_configuration_change_during_the_outage_does_not_drop_the_keys_held(
+    organization, upstream, tmp_path
+):
+    """A generation that moves while the database is away (a write on another node, Redis restarted
+    empty) asks for the organization's configuration and keys again: nothing can be read, so the
+    copies held go on serving (found in review: the keys held were dropped, and the hot key got 503)."""
+    from apps.core.generations import bump_generation
+
+    add_provider_key(organization, upstream)
+    add_alias(organization, "fast", ("openai", "gpt-4o-mini"))
+    _, hot = create_api_key(organization)
+    db = connection.settings_dict
+
+    with TcpProxy(db["HOST"] or "127.0.0.1", int(db["PORT"] or 5432)) as cut:
+        env = {
+            "DATABASE_URL": database_url_through(cut),
+            "DATABASE_POOL": "true",
+            "GATEWAY_KEY_CACHE_SECONDS": "0",
+            "GATEWAY_OUTBOX_DIR": str(tmp_path / "outbox"),
+        }
+        with (
+            daphne_server(tmp_path, **env) as base_url,
+            httpx.Client(base_url=base_url, timeout=30) as client,
+        ):
+            assert client.post("/v1/chat/completions", json=CHAT, headers=bearer(hot)).status_code == 200
+            cut.sever()
+            assert client.post("/v1/chat/completions", json=CHAT, headers=bearer(hot)).status_code == 200
+
+            bump_generation(organization.id)
+
+            for _ in range(3):
+                response = client.post("/v1/chat/completions", json=CHAT, headers=bearer(hot))
+                assert response.status_code == 200, response.text

@@ -182,8 +182,9 @@ class Forwarder:
         return candidate, remaining, first_byte
 
     def _abandoned(self) -> None:
-        """The request was cancelled mid-attempt (its client left): a half-open key it was trying
-        is free for the next request's trial at once rather than after the deadline."""
+        """The request ended mid-attempt without a verdict on the key (its client left, or an error
+        before the answer): a half-open key it was trying is free for the next request's trial at
+        once rather than after the deadline."""
         if self._pending is not None and self._pending.trial:
             breaker.end_trial(self._pending.key.id)
 
@@ -296,7 +297,7 @@ class Forwarder:
         """A whole answer from the first candidate that gives one."""
         try:
             return await self._complete(build, parse)
-        except asyncio.CancelledError:
+        except BaseException:  # cancelled, or an error before the attempt's verdict (a body too deep)
             self._abandoned()
             raise
 
@@ -306,7 +307,7 @@ class Forwarder:
         """A stream from the first candidate that sends a first chunk; failures before it fail over."""
         try:
             return await self._open_stream(build, client_wants_usage)
-        except asyncio.CancelledError:
+        except BaseException:  # cancelled, or an error before the attempt's verdict (a body too deep)
             self._abandoned()
             raise
 

@@ -1,13 +1,15 @@
 """Django's PostgreSQL backend, reporting to the process's database breaker (apps/core/database.py).
 
 Two places see the database go away: asking for a connection (a connect refused or timed out, the
-pool's ``PoolTimeout``), and using one (a pooled connection the server or the network dropped).
+pool's ``PoolTimeout`` unless a connection of its own shows the pool was only full), and using one
+(a pooled connection the server or the network dropped).
 Everything else is Django's backend unchanged (``settings.DATABASES`` names this one).
 """
 
 from django.db.backends.postgresql import base
 from django.db.utils import DatabaseErrorWrapper
 from django.utils.functional import cached_property
+from psycopg_pool import PoolTimeout
 
 from apps.core.database import DatabaseUnreachable, outage
 
@@ -40,6 +42,11 @@ class DatabaseWrapper(base.DatabaseWrapper):
                 self.Database.connect(**{**conn_params, "connect_timeout": _PROBE_CONNECT_TIMEOUT}).close()
             connection = super().get_new_connection(conn_params)
         except Exception as error:
+            if isinstance(error, PoolTimeout) and self._answers(conn_params):
+                # Every pooled connection is in use: the pool is full, the database is not away.
+                if probe:
+                    outage.succeeded()
+                raise
             outage.failed(error)
             raise
         except BaseException:  # cancelled: says nothing about the database, but frees the probe
@@ -47,3 +54,12 @@ class DatabaseWrapper(base.DatabaseWrapper):
             raise
         outage.succeeded()
         return connection
+
+    def _answers(self, conn_params) -> bool:
+        """Whether the database takes a connection of its own now (the pool's timeout does not
+        tell a full pool from a database that is away)."""
+        try:
+            self.Database.connect(**{**conn_params, "connect_timeout": _PROBE_CONNECT_TIMEOUT}).close()
+        except Exception:
+            return False
+        return True

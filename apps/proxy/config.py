@@ -268,8 +268,9 @@ class ConfigStore:
             task = asyncio.get_running_loop().create_task(self._read_and_keep(*key, self._started))
             self._reads[key] = task
             task.add_done_callback(lambda done: self._finished(key, done))
-        if self._database_away_until and self._usable(held, now):
-            # The database failed lately: this read is the probe, and nobody waits for it.
+        if self._database_away_until and self._usable(held, now) and held[0].generation == generation:
+            # The database failed lately: this read is the probe, and nobody waits for it (a changed
+            # configuration is waited for: it must not be served from the copy before the change).
             self._database_away_until = now + RETRY_DATABASE_SECONDS
             return self._last_good(organization_id, generation)
         # Shielded: a client that leaves must not cancel the read the other requests wait for.

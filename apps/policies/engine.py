@@ -373,17 +373,18 @@ class PolicyEngine:
         if not applicable:
             return RequestVerdict(body=body)
         denied = self._model_policies(model)[1]
+        compiled = self._compiled(applicable)
+        # Refused before the body is walked: a large body of token ids would be walked for nothing.
+        if compiled.scanner.rules and endpoint == EMBEDDINGS and _token_ids(body.get("input")):
+            raise UnreadableInput(
+                "This organization's policies read the text of a request, and token ids cannot "
+                "be read: send 'input' as text."
+            )
         deadline = time.perf_counter() + self.timeout
         slots = list(_text_slots(body, endpoint))
         total_chars = sum(len(text) for path, text in slots if not _fixed(path))
-        compiled = self._compiled(applicable)
         scanned: list[list[Match]] = []
         if compiled.scanner.rules:
-            if endpoint == EMBEDDINGS and _token_ids(body.get("input")):
-                raise UnreadableInput(
-                    "This organization's policies read the text of a request, and token ids cannot "
-                    "be read: send 'input' as text."
-                )
             try:
                 scanned = [compiled.scan(text, deadline) for _, text in slots]
             except ScanTimeout as timeout:

@@ -1,4 +1,4 @@
-"""Compiled policy engines kept for the dry run (``selectors.policy_dry_run``: the API's
+"""Compiled policy engines kept for the proxy and the dry run (``selectors.policy_dry_run``: the API's
 ``POST /api/v1/policies/dry-run`` and the console's dry-run page).
 
 Building an organization's engine compiles its patterns and terms: up to the organization's bound
@@ -16,7 +16,8 @@ requests waited 5 s for a connection and answered 500. So:
   is being built wait for it (without a database connection), and another organization's dry run
   never waits on it.
 
-The proxy keeps its own engine per configuration generation (``apps/proxy/config.py``).
+The proxy keeps its own cache of the same kind (``proxy_engines``): a configuration read again for a
+change elsewhere (a key, a team, a price bumps the same generation) compiles nothing.
 """
 
 import threading
@@ -29,6 +30,8 @@ from .engine import ModelCatalog, PolicyEngine, PolicySnapshot
 
 # One engine each (at most the organization's bound, 8 MiB of compiled programs, usually a few KB).
 ORGANIZATIONS = 16
+# The proxy's: every organization a worker serves, as its configurations are (a few KB each, usually).
+PROXY_ORGANIZATIONS = 4096
 
 
 class _Entry:
@@ -83,6 +86,20 @@ class EngineCache:
 
 
 dry_run_engines = EngineCache()
+# The proxy's: an organization's engine is kept while its policies and models stay the same, so a
+# configuration read again for another change (a key, a team, a price) compiles nothing.
+proxy_engines = EngineCache(size=PROXY_ORGANIZATIONS)
+
+
+def engine_for_proxy(
+    organization_id, snapshots: tuple[PolicySnapshot, ...], catalog: ModelCatalog
+) -> PolicyEngine:
+    """The organization's engine for these policies and models, compiled once while they last."""
+    return proxy_engines.engine(
+        organization_id,
+        (snapshots, _catalog_key(catalog)),
+        lambda: PolicyEngine.build(snapshots, catalog=catalog),
+    )
 
 
 def engine_for_dry_run(

@@ -42,6 +42,7 @@ from apps.experiments.selectors import experiment_snapshots
 from apps.limits.selectors import OrganizationLimits, organization_limits
 from apps.organizations.selectors import organization_snapshot
 from apps.policies.engine import ModelCatalog, PolicyEngine, PolicySnapshot
+from apps.policies.engine_cache import engine_for_proxy
 from apps.policies.selectors import active_policy_snapshots
 from apps.prompts.catalog import EMPTY_CATALOG, PromptCatalog
 from apps.prompts.selectors import prompt_snapshots
@@ -176,12 +177,14 @@ def read_organization_config(organization_id: str, generation: int) -> Organizat
 
 
 def build_policies(config: OrganizationConfig) -> OrganizationConfig:
-    """Compiles the organization's policies (every pattern and term list now), their scopes and denied
-    models matched on the deployments the configuration's aliases resolve to."""
-    config.policies = PolicyEngine.build(
-        config.policy_snapshots,
-        catalog=ModelCatalog.from_aliases(config.aliases.values(), Provider.values),
-    )
+    """The organization's policies compiled (every pattern and term list now), their scopes and denied
+    models matched on the deployments the configuration's aliases resolve to; the engine of the last
+    read is reused when neither changed."""
+    catalog = ModelCatalog.from_aliases(config.aliases.values(), Provider.values)
+    if not config.policy_snapshots:  # nothing to compile (and nothing to wait for on the event loop)
+        config.policies = PolicyEngine.build((), catalog=catalog)
+    else:  # compiled once while the organization's policies and models stay the same
+        config.policies = engine_for_proxy(config.organization_id, tuple(config.policy_snapshots), catalog)
     return config
 
 

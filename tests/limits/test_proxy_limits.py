@@ -25,13 +25,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 CHAT = {"model": "fast", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}
 
 
-@pytest.fixture(autouse=True)
-def _fresh_counters():
-    local_counters.clear()
-    yield
-    local_counters.clear()
-
-
 @pytest.fixture
 async def routed(organization, upstream):
     await add_provider_key_async(organization, upstream, secret="sk-upstream-limits")

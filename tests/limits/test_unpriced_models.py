@@ -13,7 +13,6 @@ from django.utils import timezone
 
 from apps.catalog.pricing import COST_QUANTUM, MILLION
 from apps.limits import services as limits_services
-from apps.limits.counters import local_counters
 from apps.organizations import services as organization_services
 from apps.proxy.admission import wait_for_settlements
 from apps.proxy.upstream import close_sessions
@@ -34,13 +33,6 @@ def chat(model: str, **extra) -> dict:
 
 def daily(amount: str) -> dict:
     return {"amount_usd": Decimal(amount), "period": "daily", "thresholds": [100]}
-
-
-@pytest.fixture(autouse=True)
-def _fresh_counters():
-    local_counters.clear()
-    yield
-    local_counters.clear()
 
 
 @pytest.fixture

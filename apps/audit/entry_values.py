@@ -11,7 +11,6 @@ become U+FFFD, strings are cut to their column, numbers are clamped to theirs.
 
 import ipaddress
 import math
-import re
 import uuid
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
@@ -20,12 +19,9 @@ from typing import Any
 
 from django.db import models
 
-from .models import AuditEntry
+from apps.core.storable import json_value, text, uuid_text
 
-# Surrogates are only ever alone in a Python str (from JSON escapes such as "\ud800"), and UTF-8
-# cannot encode them; no database of ours stores them, nor NUL.
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_CANONICAL_UUID = re.compile("[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+from .models import AuditEntry
 
 _TEXT_LIMITS: dict[str, int | None] = {
     field.attname: field.max_length
@@ -38,51 +34,9 @@ _INTEGER = 2147483647  # PositiveIntegerField
 # a cost that rounds up to 1e10 there could no longer be read back. A billion a request is absurd.
 _COST_LIMIT = Decimal("999999999.99999999")
 _COST_PLACES = Decimal("1e-8")
-# Strings inside the JSON fields (attempt errors, policy decisions) have no column size; bounded so
-# that one request cannot make a huge row, and nesting so that encoding it cannot recurse too deep.
-JSON_STRING_LIMIT = 2000
-_JSON_DEPTH = 16
-_JSON_INTEGER = 2**63
 # Request ids are the gateway's own UUIDs; anything else keeps a stable id derived from it, so that
 # writing it twice still writes it once.
 _ID_NAMESPACE = uuid.UUID("6f1c1f0e-8a6e-4b8e-9f3a-0d3c2a7b5e10")
-
-
-def text(value: Any, limit: int | None = None) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        value = str(value)
-    # The checks that find nothing in an ordinary value are the cheap ones (a regular expression
-    # over two 64 KiB bodies costs the writer more than the insert).
-    if "\x00" in value:
-        value = value.replace("\x00", "")
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            value = _SURROGATE.sub("\ufffd", value)
-    return value[:limit] if limit is not None else value
-
-
-def json_value(value: Any, depth: int = 0) -> Any:
-    """A JSON value every database stores: safe strings, finite numbers, bounded nesting."""
-    kind = type(value)
-    if kind is str:
-        return text(value, JSON_STRING_LIMIT)
-    if value is None or kind is bool:
-        return value
-    if kind is int:
-        return value if -_JSON_INTEGER < value < _JSON_INTEGER else None
-    if kind is float:
-        return value if math.isfinite(value) else None
-    if depth >= _JSON_DEPTH:
-        return None
-    if kind is dict:
-        return {text(key, JSON_STRING_LIMIT): json_value(item, depth + 1) for key, item in value.items()}
-    if kind is list or kind is tuple:
-        return [json_value(item, depth + 1) for item in value]
-    return text(value, JSON_STRING_LIMIT)  # Decimal, UUID, subclasses and the like: as their text
 
 
 def address(value: Any) -> str | None:
@@ -101,19 +55,6 @@ def _address(value: str) -> str | None:
     if isinstance(parsed, ipaddress.IPv6Address) and parsed.scope_id:
         parsed = ipaddress.IPv6Address(value.split("%", 1)[0])
     return str(parsed)
-
-
-def uuid_text(value: Any) -> str | None:
-    if value is None or value == "":
-        return None
-    if type(value) is str and _CANONICAL_UUID.fullmatch(value):
-        return value  # what the gateway itself writes: no need to parse it
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    try:
-        return str(uuid.UUID(str(value)))
-    except ValueError:
-        return None
 
 
 def integer(value: Any, high: int, low: int = 0) -> int:

@@ -19,7 +19,7 @@ from typing import Any
 
 from django.db import transaction
 
-from apps.audit.entry_values import json_value, text, uuid_text
+from apps.core.storable import json_value, text, uuid_text
 from apps.organizations.models import Organization
 from apps.outbox.outbox import register
 

@@ -2,9 +2,7 @@ from django.db import models
 from django.db.models import Q
 
 from apps.core.models import UUIDModel
-from apps.keys.models import ApiKey
 from apps.organizations.models import Organization
-from apps.teams.models import Team
 
 
 class Scope(models.TextChoices):
@@ -31,12 +29,17 @@ class Limits(UUIDModel):
     """The budget and rate limits of one organization, team or API key (at most one row each).
 
     The organization's budget caps all its traffic; its rate limits are the default of every key
-    that has none of its own."""
+    that has none of its own.
+
+    The team and the key are named, not imported: teams and keys sit above limits and set their limits
+    through its services (docs/architecture.md), while the row stays limits' own."""
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="limits")
-    team = models.OneToOneField(Team, on_delete=models.CASCADE, null=True, blank=True, related_name="limits")
+    team = models.OneToOneField(
+        "teams.Team", on_delete=models.CASCADE, null=True, blank=True, related_name="limits"
+    )
     api_key = models.OneToOneField(
-        ApiKey, on_delete=models.CASCADE, null=True, blank=True, related_name="limits"
+        "keys.ApiKey", on_delete=models.CASCADE, null=True, blank=True, related_name="limits"
     )
     # No budget when null.
     budget_usd = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)

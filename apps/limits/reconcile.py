@@ -21,13 +21,13 @@ from decimal import Decimal
 
 from django.utils import timezone
 
-from apps.audit.selectors import spend_since
 from apps.core.redis import sync_client
 
 from .counters import BudgetCharge, local_counters, redis_counters
 from .models import Limits
 from .periods import window_at
 from .selectors import nanos_to_usd, usd_to_nanos
+from .spend import spend_since
 
 
 @dataclass(frozen=True, slots=True)

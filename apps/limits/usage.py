@@ -3,7 +3,7 @@
 With a budget in force, the figures are the budget window's counters (the ones the proxy admits
 requests against): spent and reserved (the most that requests in flight may still cost). Without one
 (or outside a fixed budget's window) the spend is the current UTC month's, from the audit log
-(``apps.audit.selectors.spend_since``: the hourly rollups, which the ingest keeps up to date off the
+(``apps.limits.spend``, the audit log's reader: the hourly rollups, which the ingest keeps up to date off the
 request, so they may lag by seconds, and the log itself for part-hours), and nothing is reserved.
 """
 
@@ -14,7 +14,6 @@ from decimal import Decimal
 
 import redis
 
-from apps.audit.selectors import spend_since
 from apps.core.redis import sync_client
 
 from .counters import Usage as CounterUsage
@@ -22,6 +21,7 @@ from .counters import budget_key, local_counters, redis_counters
 from .models import BudgetPeriod, Limits
 from .periods import Window, window_at
 from .selectors import nanos_to_usd
+from .spend import spend_since
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 from django import template
 
-from apps.providers.selectors import BreakerState, KeyHealth
+from apps.audit.breaker_history import BreakerState, KeyHealth
 
 register = template.Library()
 

@@ -11,6 +11,7 @@ from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path
 
+from apps.audit.breaker_history import breaker_states
 from apps.console.access import Console, console_view
 from apps.console.areas import Navigation
 from apps.console.forms import check, flag, flat_errors, service_errors, text
@@ -33,7 +34,7 @@ def _without_secret(post) -> dict:
 
 
 def _health(console: Console) -> dict:
-    return selectors.breaker_states(console.organization.id)
+    return breaker_states(console.organization.id)
 
 
 @console_view()

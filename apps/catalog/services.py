@@ -1,11 +1,12 @@
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from apps.core.errors import Conflict, InvalidRequest
 from apps.core.generations import bump_generation
+from apps.core.unique import unique_or_conflict
 from apps.organizations.models import Organization
 
 from .models import DefaultPrice, Deployment, ModelAlias, ModelPrice
@@ -102,17 +103,14 @@ def model_alias_create(
     is_active: bool = True,
 ) -> ModelAlias:
     check_fallbacks(organization_id=organization.id, alias=alias, fallbacks=fallbacks)
-    try:
-        with transaction.atomic():
-            model_alias = ModelAlias.objects.create(
-                organization=organization,
-                alias=alias,
-                fallbacks=list(fallbacks),
-                description=description,
-                is_active=is_active,
-            )
-    except IntegrityError as error:
-        raise _alias_taken(alias) from error
+    with unique_or_conflict(_alias_taken(alias)):
+        model_alias = ModelAlias.objects.create(
+            organization=organization,
+            alias=alias,
+            fallbacks=list(fallbacks),
+            description=description,
+            is_active=is_active,
+        )
     _replace_deployments(model_alias, deployments)
     bump_generation(organization.id)
     return model_alias
@@ -132,11 +130,8 @@ def model_alias_update(*, model_alias: ModelAlias, deployments: Iterable[Mapping
         )
     for field, value in changes.items():
         setattr(model_alias, field, value)
-    try:
-        with transaction.atomic():
-            model_alias.save(update_fields=[*changes, "updated_at"])
-    except IntegrityError as error:
-        raise _alias_taken(model_alias.alias) from error
+    with unique_or_conflict(_alias_taken(model_alias.alias)):
+        model_alias.save(update_fields=[*changes, "updated_at"])
     if deployments is not None:
         _replace_deployments(model_alias, deployments)
     bump_generation(model_alias.organization_id)
@@ -161,14 +156,12 @@ def model_alias_delete_many(*, model_aliases: Iterable[ModelAlias]) -> None:
 
 @transaction.atomic
 def model_price_create(*, organization: Organization, **fields) -> ModelPrice:
-    try:
-        with transaction.atomic():
-            price = ModelPrice.objects.create(organization=organization, **fields)
-    except IntegrityError as error:
-        raise Conflict(
-            "A price version for this model with the same effective_from exists already.",
-            code="price_version_exists",
-        ) from error
+    price_exists = Conflict(
+        "A price version for this model with the same effective_from exists already.",
+        code="price_version_exists",
+    )
+    with unique_or_conflict(price_exists):
+        price = ModelPrice.objects.create(organization=organization, **fields)
     bump_generation(organization.id)
     return price
 

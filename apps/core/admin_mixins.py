@@ -8,6 +8,9 @@ three methods that each admin writes with its services, and shows a refusal from
 error message on the page, never a server error.
 """
 
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
 from django import forms
 from django.contrib import admin, messages
 from django.db import router, transaction
@@ -15,10 +18,22 @@ from django.http import HttpResponseRedirect
 from django.urls import reverse
 
 from apps.core.api.fields import REGION_PATTERN
-from apps.core.errors import GatewayError
+from apps.core.errors import GatewayError, InvalidRequest
 from apps.core.model_patterns import checked_model_patterns
 
 _WRITES = ("service_create", "service_update", "service_delete")
+
+
+@contextmanager
+def service_errors_on(form: forms.Form, *, aliases: Mapping[str, str] | None = None) -> Iterator[None]:
+    """A service's ``InvalidRequest`` inside, shown on the form's fields (``aliases``: the service's
+    field name to the form's, such as ``team_id`` to ``team``), so a form adds no rule of its own."""
+    try:
+        yield
+    except InvalidRequest as error:
+        for field, messages_ in (error.fields or {error.param or "__all__": [error.message]}).items():
+            name = (aliases or {}).get(field, field)
+            form.add_error(name if name in form.fields else None, messages_)
 
 
 class ServiceAdmin(admin.ModelAdmin):

@@ -39,11 +39,18 @@ class InvalidRequest(GatewayError):
 
 def invalid_field(field: str, message: str) -> InvalidRequest:
     """A validation error of one field, named in the message and in ``fields``."""
+    return invalid_fields({field: [message]})
+
+
+def invalid_fields(errors: Mapping[str, list[str]]) -> InvalidRequest:
+    """A validation error of one or more fields, in the shape a serializer's errors take: the first
+    field named in the message, all of them in ``fields``."""
+    first = next(iter(errors))
     return InvalidRequest(
-        f"Invalid value for '{field}': {message}",
+        f"Invalid value for '{first}': {errors[first][0]}",
         code="validation_error",
-        param=field,
-        fields={field: [message]},
+        param=first,
+        fields=errors,
     )
 
 

@@ -15,7 +15,7 @@ from django.utils import timezone
 from apps.audit.models import AuditEntry
 from apps.catalog import services as catalog_services
 from apps.catalog.models import ModelAlias
-from apps.core.errors import Conflict, InvalidRequest, RateLimited
+from apps.core.errors import Conflict, InvalidRequest, RateLimited, invalid_fields
 from apps.core.generations import bump_generation
 from apps.events.models import EventType
 from apps.events.publish import raise_event_on_commit
@@ -71,7 +71,7 @@ def experiment_create(*, organization: Organization, name: str, target: dict, va
     _set_target(experiment, target, errors)
     checked = _variants(experiment, variants, errors)
     if errors:
-        raise _invalid(errors)
+        raise invalid_fields(errors)
     experiment.save()
     _replace_variants(experiment, checked)
     return experiment
@@ -98,7 +98,7 @@ def experiment_update(*, experiment: Experiment, **changes) -> Experiment:
     else:
         checked = None
     if errors:
-        raise _invalid(errors)
+        raise invalid_fields(errors)
     experiment.save()
     if checked is not None:
         _replace_variants(experiment, checked)
@@ -123,7 +123,7 @@ def experiment_start(*, experiment: Experiment) -> Experiment:
     _check_target_exists(experiment, errors)
     _variants(experiment, [variant_values(v) for v in experiment.variants.all()], errors)
     if errors:
-        raise _invalid(errors)
+        raise invalid_fields(errors)
     experiment.started_at = timezone.now()
     _run(experiment)
     raise_event_on_commit(experiment.organization_id, EventType.EXPERIMENT_STARTED, _event_data(experiment))
@@ -178,7 +178,7 @@ def experiment_promote(*, experiment: Experiment, variant: str, user=None) -> Ex
         raise Conflict("This experiment has been promoted already.", code="experiment_promoted")
     winner = experiment.variants.filter(name=variant).first() if isinstance(variant, str) else None
     if winner is None:
-        raise _invalid({"variant": ["No variant of this name in the experiment."]})
+        raise invalid_fields({"variant": ["No variant of this name in the experiment."]})
     if winner.parameters:
         raise Conflict(
             f"The variant '{winner.name}' sets {', '.join(sorted(winner.parameters))}, which a "
@@ -211,13 +211,13 @@ def _promote_prompt(experiment: Experiment, winner: Variant, user) -> dict:
 def _promote_model(experiment: Experiment, winner: Variant) -> dict:
     alias = _alias(experiment.organization_id, experiment.target_model)
     if alias is None:
-        raise _invalid({"target": [f"The model alias '{experiment.target_model}' no longer exists."]})
+        raise invalid_fields({"target": [f"The model alias '{experiment.target_model}' no longer exists."]})
     before = _deployments(alias)
     after = before
     if winner.model and winner.model != alias.alias:
         source = _alias(experiment.organization_id, winner.model)
         if source is None:
-            raise _invalid({"variant": [f"The variant's model '{winner.model}' no longer exists."]})
+            raise invalid_fields({"variant": [f"The variant's model '{winner.model}' no longer exists."]})
         after = _deployments(source)
         catalog_services.model_alias_update(model_alias=alias, deployments=after)
     return {"target": {"model": alias.alias}, "from": before, "to": after}
@@ -533,11 +533,11 @@ def _check_feedback(*, score, label, comment) -> None:
     ):
         errors["comment"] = [f"A string of at most {COMMENT_LENGTH} characters, without NUL."]
     if errors:
-        raise _invalid(errors)
+        raise invalid_fields(errors)
 
 
 def _no_score_nor_label() -> InvalidRequest:
-    return _invalid({"score": ["Give a score, a label or both."]})
+    return invalid_fields({"score": ["Give a score, a label or both."]})
 
 
 def _feedback_merge(
@@ -684,13 +684,3 @@ def feedback_pending_sweep(*, now=None) -> dict[str, int]:
 def _chunks(values: list, size: int):
     for start in range(0, len(values), size):
         yield values[start : start + size]
-
-
-def _invalid(errors: dict[str, list[str]]) -> InvalidRequest:
-    first = next(iter(errors))
-    return InvalidRequest(
-        f"Invalid value for '{first}': {errors[first][0]}",
-        code="validation_error",
-        param=first,
-        fields=errors,
-    )

@@ -1,9 +1,8 @@
 from django import forms
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
-from django.utils import timezone
 
-from apps.core.admin_mixins import ModelPatternsField
+from apps.core.admin_mixins import ModelPatternsField, service_errors_on
 from apps.limits.admin import limits_summary
 
 from . import services
@@ -22,12 +21,14 @@ class ApiKeyAddForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
-        team, organization = cleaned.get("team"), cleaned.get("organization")
-        if team is not None and organization is not None and team.organization_id != organization.id:
-            self.add_error("team", "This team belongs to another organization.")
-        expires_at = cleaned.get("expires_at")
-        if expires_at is not None and expires_at <= timezone.now():
-            self.add_error("expires_at", "Must be in the future.")
+        if cleaned.get("organization") is not None:
+            # The service's rules, shown on the form's fields before the save asks the service again.
+            with service_errors_on(self, aliases={"team_id": "team"}):
+                services.api_key_check(
+                    organization=cleaned["organization"],
+                    team=cleaned.get("team"),
+                    expires_at=cleaned.get("expires_at"),
+                )
         return cleaned
 
 

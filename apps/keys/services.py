@@ -6,7 +6,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.accounts.models import User
-from apps.core.errors import InvalidRequest
+from apps.core.errors import invalid_fields
 from apps.core.generations import bump_generation
 from apps.core.model_patterns import checked_model_patterns
 from apps.events.models import EventType
@@ -42,6 +42,7 @@ def api_key_create(
     ``budget`` and ``rate_limits`` as ``limits_set`` takes them, in the key's transaction: a refused
     budget creates no key. ``allowed_models``: the models the key may call, within its team's and
     organization's (apps/core/model_patterns.py); empty for any."""
+    api_key_check(organization=organization, team=team, expires_at=expires_at)
     allowed_models = checked_model_patterns(allowed_models)
     api_key = ApiKey(
         organization=organization,
@@ -59,6 +60,21 @@ def api_key_create(
         limits_set(organization=organization, api_key=api_key, budget=budget, rate_limits=rate_limits)
         raise_event_on_commit(organization.id, EventType.API_KEY_CREATED, _event_data(api_key))
     return api_key, secret
+
+
+def api_key_check(
+    *, organization: Organization, team: Team | None = None, expires_at: datetime | None = None
+) -> None:
+    """The rules of a key's fields beyond their types, in one place for every way in (the API, the
+    admin's form, the console): the team is the organization's, the expiry in the future. Raises
+    ``InvalidRequest`` naming each field at fault (``team_id``, ``expires_at``)."""
+    errors = {}
+    if team is not None and team.organization_id != organization.id:
+        errors["team_id"] = ["This team belongs to another organization."]
+    if expires_at is not None and expires_at <= timezone.now():
+        errors["expires_at"] = ["Must be in the future."]
+    if errors:
+        raise invalid_fields(errors)
 
 
 def _event_data(api_key: ApiKey) -> dict:
@@ -82,14 +98,7 @@ def api_key_update(*, api_key: ApiKey, budget=UNSET, rate_limits=UNSET, **change
     unknown = set(changes) - set(UPDATABLE_FIELDS)
     if unknown:
         raise TypeError(f"Not changeable: {', '.join(sorted(unknown))}")
-    expires_at = changes.get("expires_at")
-    if expires_at is not None and expires_at <= timezone.now():
-        raise InvalidRequest(
-            "Invalid value for 'expires_at': Must be in the future.",
-            code="validation_error",
-            param="expires_at",
-            fields={"expires_at": ["Must be in the future."]},
-        )
+    api_key_check(organization=api_key.organization, expires_at=changes.get("expires_at"))
     if "allowed_data_regions" in changes:
         changes["allowed_data_regions"] = sorted(set(changes["allowed_data_regions"]))
     if "allowed_models" in changes:

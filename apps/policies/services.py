@@ -6,12 +6,13 @@ import uuid
 from collections.abc import Iterable
 
 import regex
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Sum
 
 from apps.core.detectors import DETECTOR_NAMES
 from apps.core.errors import Conflict, InvalidRequest
 from apps.core.generations import bump_generation
+from apps.core.unique import save_unique
 from apps.keys.models import ApiKey
 from apps.organizations.models import Organization
 from apps.teams.models import Team
@@ -112,16 +113,14 @@ def _save(policy: Policy, *, create: bool, grows: bool) -> Policy:
     taken = Policy.objects.filter(organization_id=policy.organization_id, name=policy.name)
     if not create:
         taken = taken.exclude(pk=policy.pk)
-    if taken.exists():
-        raise _name_taken(policy.name)
-    try:
-        with transaction.atomic():
-            if policy.is_active and grows:
-                _check_organization_bound(policy)
-            policy.save()
-            bump_generation(policy.organization_id)
-    except IntegrityError as error:  # a concurrent request took the name between the check and the insert
-        raise _name_taken(policy.name) from error
+
+    def write() -> None:
+        if policy.is_active and grows:
+            _check_organization_bound(policy)
+        policy.save()
+        bump_generation(policy.organization_id)
+
+    save_unique(taken=taken, conflict=_name_taken(policy.name), write=write)
     return policy
 
 

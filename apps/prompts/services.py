@@ -11,8 +11,9 @@ import uuid
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
-from apps.core.errors import Conflict, InvalidRequest
+from apps.core.errors import Conflict, invalid_fields
 from apps.core.generations import bump_generation
+from apps.core.unique import name_taken, save_unique
 from apps.organizations.models import Organization
 
 from .catalog import LATEST
@@ -99,7 +100,7 @@ def _apply_template(template: PromptTemplate, values: dict) -> None:
         except ValueError as error:
             errors[field] = [str(error)]
     if errors:
-        raise _invalid(errors)
+        raise invalid_fields(errors)
     for field, value in checked.items():
         setattr(template, field, value)
 
@@ -108,19 +109,17 @@ def _save_template(template: PromptTemplate, *, create: bool) -> PromptTemplate:
     taken = PromptTemplate.objects.filter(organization_id=template.organization_id, slug=template.slug)
     if not create:
         taken = taken.exclude(pk=template.pk)
-    if taken.exists():
-        raise _slug_taken(template.slug)
-    try:
-        with transaction.atomic():
-            template.save()
-            bump_generation(template.organization_id)
-    except IntegrityError as error:  # a concurrent request took the slug between the check and the insert
-        raise _slug_taken(template.slug) from error
+
+    def write() -> None:
+        template.save()
+        bump_generation(template.organization_id)
+
+    save_unique(taken=taken, conflict=_slug_taken(template.slug), write=write)
     return template
 
 
 def _slug_taken(slug: str) -> Conflict:
-    return Conflict(f"A prompt template with the slug '{slug}' exists already.", code="prompt_slug_taken")
+    return name_taken("A prompt template", "slug", slug, code="prompt_slug_taken")
 
 
 def _slug(value) -> str:
@@ -209,7 +208,7 @@ def check_version(*, messages, variables=(), defaults=None, note: str = "") -> d
                 f"{_names(unused)} {_are(unused)} declared but not used in the messages."
             )
     if errors:
-        raise _invalid(errors)
+        raise invalid_fields(errors)
     return {
         "messages": checked_messages,
         "variables": checked_variables,
@@ -469,7 +468,7 @@ def label_delete(*, label: PromptLabel, user=None) -> None:
 
 def _label_name(name) -> None:
     if not isinstance(name, str) or not LABEL_PATTERN.fullmatch(name):
-        raise _invalid(
+        raise invalid_fields(
             {
                 "label": [
                     "Lowercase letters, digits, '-' and '_', starting with a letter, at most 64 characters."
@@ -477,7 +476,7 @@ def _label_name(name) -> None:
             }
         )
     if name == LATEST:
-        raise _invalid({"label": ["'latest' always means the newest version; it cannot be set."]})
+        raise invalid_fields({"label": ["'latest' always means the newest version; it cannot be set."]})
 
 
 def _version_of(template: PromptTemplate, version) -> PromptVersion:
@@ -488,19 +487,9 @@ def _version_of(template: PromptTemplate, version) -> PromptVersion:
     elif isinstance(version, int) and not isinstance(version, bool):
         number = version
     else:
-        raise _invalid({"version": ["A version number."]})
+        raise invalid_fields({"version": ["A version number."]})
     found = template.versions.filter(number=number).first() if number is not None else None
     if found is None:
         which = f"version {number}" if number is not None else "such version"
-        raise _invalid({"version": [f"This template has no {which}."]})
+        raise invalid_fields({"version": [f"This template has no {which}."]})
     return found
-
-
-def _invalid(errors: dict[str, list[str]]) -> InvalidRequest:
-    first = next(iter(errors))
-    return InvalidRequest(
-        f"Invalid value for '{first}': {errors[first][0]}",
-        code="validation_error",
-        param=first,
-        fields=errors,
-    )

@@ -8,6 +8,7 @@ from apps.accounts.models import User
 from apps.core.errors import Conflict, InvalidRequest
 from apps.core.generations import bump_generation
 from apps.core.model_patterns import checked_model_patterns
+from apps.core.unique import name_taken, save_unique, unique_or_conflict
 from apps.limits.services import UNSET, limits_set
 from apps.organizations.models import Organization
 
@@ -31,24 +32,27 @@ def team_create(
     the organization's (apps/core/model_patterns.py); empty for any."""
     allowed_models = checked_model_patterns(allowed_models)
     slug = slug or slugify(name)[:80] or f"team-{secrets.token_hex(3)}"
-    if Team.objects.filter(organization=organization, slug=slug).exists():
-        raise Conflict(f"A team with the slug '{slug}' exists already.", code="team_slug_taken")
-    try:
-        with transaction.atomic():
-            team = Team.objects.create(
-                organization=organization,
-                name=name,
-                slug=slug,
-                allowed_data_regions=list(allowed_data_regions),
-                allowed_models=allowed_models,
-                cache_enabled=cache_enabled,
-                cache_ttl_seconds=cache_ttl_seconds,
-            )
-            limits_set(organization=organization, team=team, budget=budget, rate_limits=rate_limits)
-            bump_generation(organization.id)  # the proxy resolves teams from memory
-            return team
-    except IntegrityError as error:  # a concurrent request took the slug between the check and the insert
-        raise Conflict(f"A team with the slug '{slug}' exists already.", code="team_slug_taken") from error
+
+    def write() -> Team:
+        team = Team.objects.create(
+            organization=organization,
+            name=name,
+            slug=slug,
+            allowed_data_regions=list(allowed_data_regions),
+            allowed_models=allowed_models,
+            cache_enabled=cache_enabled,
+            cache_ttl_seconds=cache_ttl_seconds,
+        )
+        limits_set(organization=organization, team=team, budget=budget, rate_limits=rate_limits)
+        bump_generation(organization.id)  # the proxy resolves teams from memory
+        return team
+
+    taken = Team.objects.filter(organization=organization, slug=slug)
+    return save_unique(taken=taken, conflict=_slug_taken(slug), write=write)
+
+
+def _slug_taken(slug: str | None) -> Conflict:
+    return name_taken("A team", "slug", slug or "", code="team_slug_taken")
 
 
 def team_update(*, team: Team, budget=UNSET, rate_limits=UNSET, **changes) -> Team:
@@ -59,18 +63,13 @@ def team_update(*, team: Team, budget=UNSET, rate_limits=UNSET, **changes) -> Te
     new_slug = changes.get("slug")
     if new_slug and new_slug != team.slug:
         if Team.objects.filter(organization=team.organization_id, slug=new_slug).exists():
-            raise Conflict(f"A team with the slug '{new_slug}' exists already.", code="team_slug_taken")
+            raise _slug_taken(new_slug)
     for field, value in changes.items():
         setattr(team, field, value)
-    try:
-        with transaction.atomic():
-            team.save(update_fields=[*changes, "updated_at"])
-            limits_set(organization=team.organization, team=team, budget=budget, rate_limits=rate_limits)
-            bump_generation(team.organization_id)
-    except IntegrityError as error:
-        raise Conflict(
-            f"A team with the slug '{new_slug}' exists already.", code="team_slug_taken"
-        ) from error
+    with unique_or_conflict(_slug_taken(new_slug)):
+        team.save(update_fields=[*changes, "updated_at"])
+        limits_set(organization=team.organization, team=team, budget=budget, rate_limits=rate_limits)
+        bump_generation(team.organization_id)
     return team
 
 

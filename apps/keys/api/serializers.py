@@ -1,4 +1,3 @@
-from django.utils import timezone
 from rest_framework import serializers
 
 from apps.core.api.fields import DataRegionsField, ModelPatternsField, StrictCharField
@@ -55,16 +54,13 @@ class ApiKeyCreateSerializer(serializers.Serializer):
     team_id = OrganizationScopedRelatedField(
         queryset=Team.objects.all(), source="team", required=False, allow_null=True
     )
-    expires_at = serializers.DateTimeField(required=False, allow_null=True)
+    expires_at = serializers.DateTimeField(
+        required=False, allow_null=True, help_text="In the future (services.api_key_check), or null."
+    )
     allowed_data_regions = DataRegionsField(required=False)
     allowed_models = ModelPatternsField()
     budget = BudgetField()
     rate_limits = RateLimitsField()
-
-    def validate_expires_at(self, value):
-        if value is not None and value <= timezone.now():
-            raise serializers.ValidationError("Must be in the future.")
-        return value
 
 
 class ApiKeyUpdateSerializer(serializers.Serializer):
@@ -72,17 +68,12 @@ class ApiKeyUpdateSerializer(serializers.Serializer):
 
     name = StrictCharField(max_length=200, required=False)
     expires_at = serializers.DateTimeField(
-        required=False, allow_null=True, help_text="In the future, or null."
+        required=False, allow_null=True, help_text="In the future (services.api_key_check), or null."
     )
     allowed_data_regions = DataRegionsField(required=False)
     allowed_models = ModelPatternsField()
     budget = BudgetField()
     rate_limits = RateLimitsField()
-
-    def validate_expires_at(self, value):
-        if value is not None and value <= timezone.now():
-            raise serializers.ValidationError("Must be in the future.")
-        return value
 
 
 class ApiKeyCreatedSerializer(ApiKeySerializer):

@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.db.models import Q
 from django.utils.html import format_html
 
+from apps.core.admin_mixins import ReadOnlyAdmin
 from apps.providers.models import Provider
 
 from .models import AuditEntry
@@ -60,7 +61,7 @@ class CacheFilter(admin.SimpleListFilter):
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):
+class AuditEntryAdmin(ReadOnlyAdmin):
     """The audit log, read-only: entries are written by the gateway alone and never changed here."""
 
     list_display = (
@@ -131,15 +132,6 @@ class AuditEntryAdmin(admin.ModelAdmin):
         ),
         ("Bodies", {"fields": ("body_mode", "request_body_display", "response_body_display")}),
     )
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     def get_queryset(self, request):
         queryset = super().get_queryset(request)

@@ -36,6 +36,20 @@ def service_errors_on(form: forms.Form, *, aliases: Mapping[str, str] | None = N
             form.add_error(name if name in form.fields else None, messages_)
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows the gateway writes itself (the audit log, events, feedback, label moves): shown, never
+    added, changed or deleted here, so the record stays what happened."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
 class ServiceAdmin(admin.ModelAdmin):
     """Subclasses define ``service_create(request, form) -> obj``, ``service_update(request, obj, form,
     changes)`` (``changes``: the changed model fields and their new values) and

@@ -1,10 +1,12 @@
 from django.contrib import admin
 
+from apps.core.admin_mixins import ReadOnlyAdmin
+
 from .models import Event
 
 
 @admin.register(Event)
-class EventAdmin(admin.ModelAdmin):
+class EventAdmin(ReadOnlyAdmin):
     """Events, read-only: the gateway alone writes them (apps/events/services.py)."""
 
     list_display = ("created_at", "type", "organization", "id")
@@ -14,12 +16,3 @@ class EventAdmin(admin.ModelAdmin):
     show_full_result_count = False
     fields = ("id", "type", "organization", "created_at", "data")
     readonly_fields = fields
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False

@@ -1,7 +1,7 @@
 from django import forms
 from django.contrib import admin
 
-from apps.core.admin_mixins import ServiceAdmin
+from apps.core.admin_mixins import ReadOnlyAdmin, ServiceAdmin
 from apps.core.errors import Conflict
 
 from . import services
@@ -170,18 +170,9 @@ class PromptLabelAdmin(ServiceAdmin):
 
 
 @admin.register(PromptLabelMove)
-class PromptLabelMoveAdmin(admin.ModelAdmin):
+class PromptLabelMoveAdmin(ReadOnlyAdmin):
     """The label history: read only."""
 
     list_display = ("template", "label", "from_version", "to_version", "moved_by", "created_at")
     list_filter = ("template__organization",)
     search_fields = ("template__slug", "label")
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False

@@ -16,6 +16,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -41,8 +42,13 @@ from apps.limits.models import Scope
 from apps.limits.selectors import LimitsSnapshot, nanos_to_usd
 from apps.organizations.models import FailMode
 
-from .auth import KeyRefused, key_cache
+from .auth import AuthenticatedKey, KeyRefused, key_cache
+from .config import OrganizationConfig
 from .estimates import estimate, max_cost_nanos
+from .http import ProxyRequest
+
+if TYPE_CHECKING:
+    from .pipeline import ProxyContext
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +84,7 @@ class Charges:
     budgets: list[BudgetCharge] = field(default_factory=list)
 
 
-def charges_for(ctx, now: datetime) -> Charges:
+def charges_for(ctx: "ProxyContext", now: datetime) -> Charges:
     """The rate limits and budgets that apply to the request (none for the model list, which costs
     nothing, except its requests-per-minute)."""
     config, key, team = ctx.config, ctx.key, ctx.team
@@ -147,7 +153,7 @@ def _first(own: LimitsSnapshot | None, default: LimitsSnapshot | None, name: str
     return None
 
 
-async def current_generation(key) -> int | None:
+async def current_generation(key: AuthenticatedKey) -> int | None:
     """The key's organization's configuration generation (None when it cannot be known); refuses a
     key revoked since it was cached."""
     revoked, generation = await revocation.check(key.id, key.organization_id)
@@ -156,20 +162,20 @@ async def current_generation(key) -> int | None:
     return generation
 
 
-async def newer_generation(request) -> int | None:
+async def newer_generation(key: AuthenticatedKey, config: OrganizationConfig) -> int | None:
     """The generation when it is newer than the request's copy of the configuration, else None."""
-    generation = await current_generation(request.api_key)
-    return generation if generation is not None and generation != request.config.generation else None
+    generation = await current_generation(key)
+    return generation if generation is not None and generation != config.generation else None
 
 
-async def admit(ctx, charges: Charges, now: datetime) -> int | None:
+async def admit(ctx: "ProxyContext", charges: Charges, now: datetime) -> int | None:
     """Lets the request through, or raises why not. Returns the organization's configuration
     generation when the configuration the request was checked with is older (nothing was charged:
     load that one and admit again), else None."""
     request = ctx.request
     config = ctx.config
     if not charges.rates and not charges.budgets:
-        return await newer_generation(request)
+        return await newer_generation(ctx.key, config)
     counters = redis_counters if async_client() is not None else local_counters
     if counters is local_counters:
         # The embedded default: revocation reaches this process's key cache directly.
@@ -242,7 +248,7 @@ def _revoked(key_id: str) -> GatewayError:
 _last_warning = 0.0
 
 
-def _unavailable(ctx, error: CountersUnavailable) -> None:
+def _unavailable(ctx: "ProxyContext", error: CountersUnavailable) -> None:
     """Redis cannot be reached: the organization's choice, serve unchecked or refuse."""
     global _last_warning
     now = asyncio.get_running_loop().time()
@@ -261,7 +267,7 @@ def _unavailable(ctx, error: CountersUnavailable) -> None:
 _SCOPE_NAMES = {Scope.API_KEY: "API key", Scope.TEAM: "team", Scope.ORGANIZATION: "organization"}
 
 
-def _rate_limited(ctx, state: RateState) -> GatewayError:
+def _rate_limited(ctx: "ProxyContext", state: RateState) -> GatewayError:
     charge = state.charge
     unit = "requests" if charge.kind == "requests" else "tokens"
     owner = _SCOPE_NAMES[charge.scope]
@@ -284,7 +290,7 @@ def _rate_limited(ctx, state: RateState) -> GatewayError:
     return RateLimited(message, headers=headers)
 
 
-def _budget_exceeded(ctx, admission: Admission, now: datetime) -> GatewayError:
+def _budget_exceeded(ctx: "ProxyContext", admission: Admission, now: datetime) -> GatewayError:
     charge = admission.refused_budget
     owner = _SCOPE_NAMES[charge.scope]
     if admission.first_refusal:
@@ -367,7 +373,7 @@ _pending: dict[asyncio.AbstractEventLoop, _Pending] = {}
 _settling: set[asyncio.Task] = set()
 
 
-def settle_soon(request) -> None:
+def settle_soon(request: ProxyRequest) -> None:
     """Queues the request's settlement, to go with the others of the next few milliseconds; a task
     of its own, so a client that leaves cannot cancel it."""
     settlement = request.settlement

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -25,11 +26,20 @@ from apps.core.errors import GatewayError, MethodNotAllowed, NotFound
 from apps.events.publish import EventType, raise_event
 
 from . import admission, endpoints, pipeline
-from .auth import authenticate, require_permission
-from .config import config_store, load_config
+from .auth import require_permission
+from .caller import configured, identified
 from .endpoints import Endpoint
 from .errors import InternalError, error_event, error_response_parts
-from .http import ProxyRequest, ProxyResponse, ProxyStream, decode_headers, read_body
+from .http import (
+    ProxyRequest,
+    ProxyResponse,
+    ProxyStream,
+    Receive,
+    Scope,
+    Send,
+    decode_headers,
+    read_body,
+)
 from .key_usage import key_usage
 
 logger = logging.getLogger(__name__)
@@ -51,21 +61,26 @@ ROUTES: dict[str, dict[str, Route]] = {
 
 
 class ProxyApp:
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         client = scope.get("client")
         headers = decode_headers(scope["headers"])
+        request_id = str(uuid.uuid4())
+        path = scope["path"].rstrip("/") or "/"
+        client_ip = client[0] if client else ""
+        record = RequestRecord(
+            request_id=request_id,
+            started_at=timezone.now(),
+            endpoint=path,
+            client_ip=client_ip,
+            user_agent=headers.get("user-agent", "")[:500],
+        )
         request = ProxyRequest(
             method=scope["method"],
-            path=scope["path"].rstrip("/") or "/",
+            path=path,
             headers=headers,
-            client_ip=client[0] if client else "",
-        )
-        record = request.record = RequestRecord(
-            request_id=request.request_id,
-            started_at=timezone.now(),
-            endpoint=request.path,
-            client_ip=request.client_ip,
-            user_agent=headers.get("user-agent", "")[:500],
+            client_ip=client_ip,
+            request_id=request_id,
+            record=record,
         )
         try:
             response = await self.handle(request, receive)
@@ -90,7 +105,7 @@ class ProxyApp:
             hand_over(request)
             admission.settle_soon(request)  # after the answer: the client never waits for it
 
-    async def handle(self, request: ProxyRequest, receive) -> ProxyResponse | ProxyStream:
+    async def handle(self, request: ProxyRequest, receive: Receive) -> ProxyResponse | ProxyStream:
         methods = ROUTES.get(request.path)
         if methods is None:
             raise NotFound(f"Unknown endpoint {request.method} {request.path}.", code="unknown_url")
@@ -100,29 +115,14 @@ class ProxyApp:
                 f"{request.method} is not allowed on {request.path}; use {', '.join(methods)}.",
                 headers={"allow": ", ".join(methods)},
             )
-        key = await authenticate(request.headers)
-        request.api_key = key
-        record = request.record
-        record.organization_id, record.api_key_id, record.api_key_prefix = (
-            key.organization_id,
-            key.id,
-            key.key_prefix,
-        )
-        record.team_id = key.team_id
+        key = await identified(request)
         require_permission(key, route.permissions)
         if shutdown.state.draining:  # arrived on a kept-alive connection after SIGTERM: refused, audited
             raise shutdown.ServerStopping(closing=True)
         # Read only after the key is known, so anonymous clients cannot make the gateway buffer bodies.
         request.body = await read_body(receive, request.headers, settings.GATEWAY_MAX_BODY_BYTES)
         key_usage.note(key.id)
-        # The copy held, whose generation admission checks (pipeline.run); the first request of an
-        # organization in this process asks for the generation first, so the copy is read once.
-        generation = None
-        if not config_store.holds(key.organization_id):
-            generation = await admission.current_generation(key)
-        request.config = await load_config(key.organization_id, generation)
-        record.log_bodies = request.config.log_bodies
-        return await pipeline.run(route.endpoint, request)
+        return await pipeline.run(route.endpoint, request, await configured(request, key))
 
     def error_response(self, record: RequestRecord, error: GatewayError) -> ProxyResponse:
         record.status, record.error_type, record.error_code = error.status, error.type, error.code
@@ -157,7 +157,7 @@ class ProxyApp:
         headers.update(request.limit_headers)
         return headers
 
-    async def send_response(self, send, request: ProxyRequest, response: ProxyResponse) -> None:
+    async def send_response(self, send: Send, request: ProxyRequest, response: ProxyResponse) -> None:
         record = request.record
         record.status = response.status
         if record.log_bodies != "metadata":
@@ -167,7 +167,9 @@ class ProxyApp:
         await send({"type": "http.response.start", "status": response.status, "headers": _encode(headers)})
         await send({"type": "http.response.body", "body": response.body})
 
-    async def send_stream(self, send, receive, request: ProxyRequest, response: ProxyStream) -> None:
+    async def send_stream(
+        self, send: Send, receive: Receive, request: ProxyRequest, response: ProxyStream
+    ) -> None:
         """Sends the stream chunk by chunk; a client that goes away cancels it (and with it the
         upstream request)."""
         record = request.record
@@ -255,7 +257,7 @@ def announce_failover(record: RequestRecord) -> None:
         logger.exception("Could not raise the provider.failover event (request %s)", record.request_id)
 
 
-async def _pump(send, response: ProxyStream, request: ProxyRequest, keep_body: bool) -> None:
+async def _pump(send: Send, response: ProxyStream, request: ProxyRequest, keep_body: bool) -> None:
     """Sends the chunks; keeps what the audit log may store of them when ``keep_body``."""
     record = request.record
     kept: list[bytes] = []
@@ -273,7 +275,7 @@ async def _pump(send, response: ProxyStream, request: ProxyRequest, keep_body: b
     hand_over(request)  # the stream's pump task, not send_stream: that one resumes a loop turn later
 
 
-async def _until_disconnect(receive) -> None:
+async def _until_disconnect(receive: Receive) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
 

@@ -30,7 +30,7 @@ from apps.core.errors import GatewayError
 from .adapters import adapter_for
 from .answers import Answer, StreamOutcome
 from .forwarding import Forwarder
-from .pipeline import ProxyContext, Stage
+from .pipeline import ProxyContext, Stage, StageState
 from .routing import plan_attempts, resolve_model
 
 logger = logging.getLogger(__name__)
@@ -52,6 +52,10 @@ class Lookup:
     assembler: StreamAssembler | None = None
 
 
+# The cache stage's state: where a miss's answer is stored (none after a hit).
+LOOKUP: StageState[Lookup] = StageState("cache")
+
+
 class ServeFromCache(Stage):
     slot = "cache"
     endpoints = frozenset({CHAT, "embeddings"})
@@ -67,7 +71,7 @@ class ServeFromCache(Stage):
         model = _cache_model(config, ctx.body["model"])
         fingerprint = request_fingerprint(endpoint, ctx.body)
         epoch = config.cache_epoch
-        lookup = ctx.cache_lookup = Lookup(
+        lookup = Lookup(
             key=entry_key(
                 config.organization_id, epoch if epoch is not None else -1, ctx.regions, model, fingerprint
             ),
@@ -76,6 +80,7 @@ class ServeFromCache(Stage):
             model=model,
             fingerprint=fingerprint,
         )
+        ctx.keep(LOOKUP, lookup)
         if ctx.stream:
             lookup.assembler = StreamAssembler()
         if "no-cache" in directives:  # not looked up; the answer is stored
@@ -91,7 +96,7 @@ class ServeFromCache(Stage):
         if cached is None:
             return None
         ctx.cache = tier
-        ctx.cache_lookup = None  # a hit stores nothing
+        ctx.drop(LOOKUP)  # a hit stores nothing
         ctx.record.cache_savings_usd = cached.cost_usd
         if not ctx.stream:
             return Answer(body=cached.body)
@@ -99,18 +104,18 @@ class ServeFromCache(Stage):
         return Answer.streamed(_replayed(replay_stream(cached, include_usage=wants_usage)), StreamOutcome())
 
     async def after(self, ctx: ProxyContext, answer: Answer) -> None:
-        lookup = ctx.cache_lookup
+        lookup = ctx.state(LOOKUP)
         if lookup is not None and answer.status == 200:
             _store(ctx, lookup, answer.body)
 
     def on_chunk(self, ctx: ProxyContext, chunk: bytes) -> bytes:
-        lookup = ctx.cache_lookup
+        lookup = ctx.state(LOOKUP)
         if lookup is not None and lookup.assembler is not None:
             lookup.assembler.feed(chunk)
         return chunk
 
     async def on_stream_end(self, ctx: ProxyContext, outcome: StreamOutcome) -> None:
-        lookup = ctx.cache_lookup
+        lookup = ctx.state(LOOKUP)
         if lookup is None or lookup.assembler is None or not outcome.completed:
             return
         body = lookup.assembler.result()

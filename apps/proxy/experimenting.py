@@ -8,14 +8,22 @@ header, else the API key) and the experiment's variants, so it needs no stored s
 same across processes, and comes out the same when admission asks for a newer configuration.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apps.experiments.catalog import apply_variant, choose_variant, unit_of
 
+from .http import ProxyRequest
 
-def assigned_body(endpoint, request, body: dict[str, Any]) -> dict[str, Any]:
+if TYPE_CHECKING:
+    from .caller import Caller
+    from .endpoints import Endpoint
+
+
+def assigned_body(
+    endpoint: "Endpoint", request: ProxyRequest, caller: "Caller", body: dict[str, Any]
+) -> dict[str, Any]:
     """The body with the variant applied; ``body`` itself when no running experiment targets it."""
-    catalog = request.config.experiments
+    catalog = caller.config.experiments
     if endpoint.name == "models":
         return body
     experiment = None
@@ -27,7 +35,7 @@ def assigned_body(endpoint, request, body: dict[str, Any]) -> dict[str, Any]:
         experiment = catalog.for_model(model)
     if experiment is None:
         return body
-    variant = choose_variant(experiment, unit_of(body, request.headers, request.api_key.id))
+    variant = choose_variant(experiment, unit_of(body, request.headers, caller.key.id))
     record = request.record
     record.experiment_id, record.experiment_variant = str(experiment.id), variant.name
     return apply_variant(body, experiment, variant)

@@ -7,12 +7,22 @@ classes are what its views see instead.
 import json
 import re
 import time
-import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from apps.audit.records import RequestRecord
 from apps.core.errors import InvalidRequest, PayloadTooLarge
+
+if TYPE_CHECKING:
+    from .admission import Settlement
+
+
+# The ASGI callables (asgiref's types would say the same at more length).
+Message = MutableMapping[str, Any]
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
 
 
 class NestedTooDeeply(InvalidRequest):
@@ -82,21 +92,22 @@ def parse_json(body: bytes) -> Any:
 
 @dataclass(slots=True)
 class ProxyRequest:
+    """One request as it arrived, and what app.py sends and hands over after it: the record the
+    audit log keeps, the rate-limit headers and the settlement admission leaves. Who is calling and
+    with which configuration is the pipeline's (``caller.Caller`` on ``ProxyContext``), not this."""
+
     method: str
     path: str
     headers: dict[str, str]
     client_ip: str
-    request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    request_id: str
+    record: RequestRecord  # what the audit log will keep; filled in as the request goes
     started: float = field(default_factory=time.perf_counter)
     body: bytes = b""
     record_handed_over: bool = False
-    # Filled in by the pipeline's stages.
-    api_key: Any = None
-    config: Any = None
-    record: Any = None
     # Admission (admission.py): the rate-limit headers of every response, what to settle after it.
     limit_headers: dict[str, str] = field(default_factory=dict)
-    settlement: Any = None
+    settlement: "Settlement | None" = None
 
     def json(self) -> Any:
         """The body as JSON (``parse_json``); anything unreadable is a 400 in OpenAI's shape."""
@@ -124,7 +135,7 @@ def decode_headers(raw_headers: list[tuple[bytes, bytes]]) -> dict[str, str]:
     return {name.decode("latin-1"): value.decode("latin-1") for name, value in raw_headers}
 
 
-async def read_body(receive, headers: dict[str, str], limit: int) -> bytes:
+async def read_body(receive: Receive, headers: dict[str, str], limit: int) -> bytes:
     declared = headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"The request body is larger than the limit of {limit} bytes.")

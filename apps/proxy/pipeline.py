@@ -20,21 +20,21 @@ chunk. docs/proxy.md shows how to add one.
 """
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from django.utils import timezone
 
 from apps.audit.records import RequestRecord
 from apps.core.brand import header_names
-from apps.core.database import outage
 from apps.core.errors import GatewayError, PermissionDenied
 from apps.teams.selectors import TeamSnapshot
 
 from . import admission
 from .answers import Answer, StreamOutcome
-from .auth import AuthenticatedKey, authenticate, key_cache
-from .config import OrganizationConfig, load_config
+from .auth import AuthenticatedKey
+from .caller import Caller, reconfigured
+from .config import OrganizationConfig
 from .errors import StreamInterrupted, error_event
 from .experimenting import assigned_body
 from .http import ProxyRequest, ProxyResponse, ProxyStream
@@ -57,9 +57,27 @@ SLOTS = (
 )
 
 
+S = TypeVar("S")
+
+
+class StageState(Generic[S]):
+    """The name of one stage's own state on a request's context: the stage that owns it keeps its
+    state there in ``before`` (``ctx.keep``) and reads it in its later hooks (``ctx.state``), so a
+    new stage adds a module-level ``StageState`` of its own, never a field of ``ProxyContext``."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"StageState({self.name!r})"
+
+
 @dataclass(slots=True)
 class ProxyContext:
-    """One request as the stages see it."""
+    """One request as the stages see it: what every stage may read (and ``body``, which a before
+    stage may change); a stage's own state is kept apart, under its ``StageState``."""
 
     request: ProxyRequest
     record: RequestRecord  # what the audit log will keep
@@ -73,11 +91,19 @@ class ProxyContext:
     # A stage's cache verdict (l1, l2, l3, bypass). None: a miss when the upstream answers, a
     # bypass when a stage does.
     cache: str | None = None
-    # The policies stage's (policing.py): what redacts the answer, and its state on a stream.
-    answer_redactor: Any = None
-    stream_redaction: Any = None
-    # The cache stage's (caching.py): where a miss's answer is stored, and a stream's assembly.
-    cache_lookup: Any = None
+    _states: dict[StageState[Any], Any] = field(default_factory=dict, init=False, repr=False)
+
+    def keep(self, name: StageState[S], state: S) -> S:
+        """Keeps a stage's state for this request's later hooks."""
+        self._states[name] = state
+        return state
+
+    def state(self, name: StageState[S]) -> S | None:
+        """The state kept under ``name``; None when its stage kept none for this request."""
+        return self._states.get(name)
+
+    def drop(self, name: StageState[Any]) -> None:
+        self._states.pop(name, None)
 
 
 class Stage:
@@ -164,9 +190,9 @@ def _plan(endpoint: "Endpoint") -> _Plan:
     return plan
 
 
-async def run(endpoint: "Endpoint", request: ProxyRequest) -> ProxyResponse | ProxyStream:
+async def run(endpoint: "Endpoint", request: ProxyRequest, caller: Caller) -> ProxyResponse | ProxyStream:
     """One request from its validated body to the response app.py sends."""
-    ctx = await admitted(endpoint, request, endpoint.read(request))
+    ctx = await admitted(endpoint, request, caller, endpoint.read(request))
     plan = _plan(endpoint)
     answered_at = len(plan.afters) - 1  # the endpoint's own answer, unless a stage gives one
     answer: Answer | None = None
@@ -189,46 +215,40 @@ async def run(endpoint: "Endpoint", request: ProxyRequest) -> ProxyResponse | Pr
     return ProxyResponse(status=answer.status, body=answer.body, headers=answer.headers)
 
 
-async def admitted(endpoint: "Endpoint", request: ProxyRequest, body: dict[str, Any]) -> ProxyContext:
+async def admitted(
+    endpoint: "Endpoint", request: ProxyRequest, caller: Caller, body: dict[str, Any]
+) -> ProxyContext:
     """The request's context, once admission (admission.py) lets it through. It starts from the
     configuration this worker holds; when admission finds a newer one (nothing is charged then), or
-    the held one refused something a newer one may allow (a team or model just created), the newer
-    one is loaded and the request starts again with it."""
+    the held one refused something a newer one may allow (a team or model just created), the caller
+    is read again with the newer one (caller.py) and the request starts again with it."""
     for _ in range(3):
         now = timezone.now()
         try:
-            ctx = begin(endpoint, request, body)
+            ctx = begin(endpoint, request, caller, body)
             charges = admission.charges_for(ctx, now)
         except GatewayError:
-            generation = await admission.newer_generation(request)
+            generation = await admission.newer_generation(caller.key, caller.config)
             if generation is None:
                 raise
         else:
             generation = await admission.admit(ctx, charges, now)
             if generation is None:
                 return ctx
-        organization_id = request.api_key.organization_id
-        request.config = await load_config(organization_id, generation)
-        request.record.log_bodies = request.config.log_bodies
-        # The key is read again with the configuration: an update (its regions, its expiry, its
-        # team) bumped the same generation. Not while the database is away: the keys held are then
-        # the last good copies, and nothing could read them again.
-        if not outage.known():
-            key_cache.forget_organization(organization_id)
-            request.api_key = await authenticate(request.headers)
+        caller = await reconfigured(request, caller, generation)
     raise admission.LimitsUnavailable("This organization's configuration is changing; retry shortly.")
 
 
-def begin(endpoint: "Endpoint", request: ProxyRequest, body: dict[str, Any]) -> ProxyContext:
+def begin(endpoint: "Endpoint", request: ProxyRequest, caller: Caller, body: dict[str, Any]) -> ProxyContext:
     record = request.record
-    body = rendered_body(endpoint, request, assigned_body(endpoint, request, body))
+    body = rendered_body(endpoint, request, caller.config, assigned_body(endpoint, request, caller, body))
     ctx = ProxyContext(
         request=request,
         record=record,
         endpoint=endpoint,
         body=body,
-        key=request.api_key,
-        config=request.config,
+        key=caller.key,
+        config=caller.config,
         stream=endpoint.streams and body.get("stream") is True,
     )
     record.requested_model = body.get("model")

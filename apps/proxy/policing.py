@@ -8,13 +8,15 @@ The policies are compiled once per configuration generation (``OrganizationConfi
 
 import json
 import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from apps.core.errors import GatewayError
 from apps.events.publish import EventType, raise_event
-from apps.policies.engine import UnreadableInput
+from apps.policies.engine import Decision, ResponseRedactor, StreamRedaction, UnreadableInput
 
 from .answers import Answer, StreamOutcome
-from .pipeline import ProxyContext, Stage
+from .pipeline import ProxyContext, Stage, StageState
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +31,17 @@ class PolicyUnreadableInput(GatewayError):
     status = 400
     type = "invalid_request_error"
     code = "policy_unreadable_input"
+
+
+@dataclass(slots=True)
+class AnswerRedaction:
+    """The policies stage's state: what redacts a chat answer, and a stream's redaction under way."""
+
+    redactor: ResponseRedactor
+    stream: StreamRedaction | None = None
+
+
+REDACTION: StageState[AnswerRedaction] = StageState("policies")
 
 
 class ApplyPolicies(Stage):
@@ -64,22 +77,21 @@ class ApplyPolicies(Stage):
             ctx.request.body = json.dumps(verdict.body, ensure_ascii=False, separators=(",", ":")).encode()
             _announce(ctx, EventType.POLICY_REDACTED, verdict.decisions)
         if ctx.endpoint.name == "chat.completions":
-            ctx.answer_redactor = engine.response_redactor(
-                model=model, team_id=team_id, api_key_id=ctx.key.id
-            )
-            if ctx.answer_redactor is not None and ctx.stream:
-                ctx.stream_redaction = ctx.answer_redactor.stream()
+            redactor = engine.response_redactor(model=model, team_id=team_id, api_key_id=ctx.key.id)
+            if redactor is not None:
+                ctx.keep(REDACTION, AnswerRedaction(redactor, redactor.stream() if ctx.stream else None))
         return None
 
     async def after(self, ctx: ProxyContext, answer: Answer) -> None:
-        redactor = ctx.answer_redactor
-        if redactor is None or answer.status != 200 or not answer.body:
+        redaction = ctx.state(REDACTION)
+        if redaction is None or answer.status != 200 or not answer.body:
             return
+        redactor = redaction.redactor
         try:
             body = json.loads(answer.body)
         except ValueError:
             return
-        found = []
+        found: list[Decision] = []
         for choice in body.get("choices") or ():
             message = choice.get("message") if isinstance(choice, dict) else None
             content = message.get("content") if isinstance(message, dict) else None
@@ -93,16 +105,18 @@ class ApplyPolicies(Stage):
             _record_answer_decisions(ctx, found)
 
     def on_chunk(self, ctx: ProxyContext, chunk: bytes) -> bytes:
-        stream = ctx.stream_redaction
+        redaction = ctx.state(REDACTION)
+        stream = redaction.stream if redaction is not None else None
         return chunk if stream is None else stream.on_chunk(chunk)
 
     async def on_stream_end(self, ctx: ProxyContext, outcome: StreamOutcome) -> None:
-        stream = ctx.stream_redaction
+        redaction = ctx.state(REDACTION)
+        stream = redaction.stream if redaction is not None else None
         if stream is not None and stream.decisions:
             _record_answer_decisions(ctx, list(stream.decisions))
 
 
-def _record_answer_decisions(ctx: ProxyContext, decisions: list) -> None:
+def _record_answer_decisions(ctx: ProxyContext, decisions: list[Decision]) -> None:
     record = ctx.record
     record.policy_decisions = [*record.policy_decisions, *(decision.as_record() for decision in decisions)]
     if record.policy_action is None:
@@ -112,7 +126,7 @@ def _record_answer_decisions(ctx: ProxyContext, decisions: list) -> None:
     _announce(ctx, EventType.POLICY_REDACTED, decisions)
 
 
-def _announce(ctx: ProxyContext, event_type: str, decisions) -> None:
+def _announce(ctx: ProxyContext, event_type: str, decisions: Iterable[Decision]) -> None:
     """The event names the policies and categories, never the text they matched."""
     try:
         raise_event(

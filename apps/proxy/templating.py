@@ -8,16 +8,24 @@ rendered again with each copy of the configuration admission asks for, so a labe
 ago is what the request gets.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apps.prompts.catalog import apply_to_body, render_request
 
+from .config import OrganizationConfig
+from .http import ProxyRequest
 
-def rendered_body(endpoint, request, body: dict[str, Any]) -> dict[str, Any]:
+if TYPE_CHECKING:
+    from .endpoints import Endpoint
+
+
+def rendered_body(
+    endpoint: "Endpoint", request: ProxyRequest, config: OrganizationConfig, body: dict[str, Any]
+) -> dict[str, Any]:
     """The body to serve: ``body`` itself when it names no stored prompt."""
     if not endpoint.templated or "prompt" not in body:
         return body
-    rendered = render_request(request.config.prompts, body["prompt"])
+    rendered = render_request(config.prompts, body["prompt"])
     body = apply_to_body(body, rendered)
     endpoint.validate(body)
     record = request.record

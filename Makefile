@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export HOST PORT
 
-.PHONY: install run test lint format migrate admin worker clean bench chromium
+.PHONY: install run test lint typecheck format migrate admin worker clean bench chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,13 +35,17 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The type checker over what [tool.mypy] in pyproject.toml lists (the proxy, apps/proxy).
+typecheck: install
+	$(BIN)/mypy
+
 format: install
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
 # The suite on every core (a test module stays on one worker, with its live servers), then the
 # browser tests in their own process (tests/e2e/conftest.py says why).
-test: lint chromium
+test: lint typecheck chromium
 	$(BIN)/python -m pytest -n auto --dist loadfile
 	$(BIN)/python -m pytest tests/e2e
 

@@ -33,20 +33,21 @@ def _close_database_pools(django_db_setup, django_db_blocker):
 
 @pytest.fixture(autouse=True)
 def _clear_process_state():
-    """Caches that live in the process (login failure counters, the proxy's key cache, L1, the
-    database breaker, the proxy's Redis pause) must not carry one test's state into the next."""
+    """Caches that live in the process (login failure counters, the proxy's runtime: its keys,
+    configurations, rotation and breaker; L1, the database breaker, the proxy's Redis pause) must
+    not carry one test's state into the next."""
     from django.core.cache import cache
 
     from apps.cache.memory import local_cache
     from apps.core.database import outage
     from apps.core.redis import proxy_redis_pause
-    from apps.proxy.auth import key_cache
+    from apps.proxy.runtime import runtime
 
     clear_cache(cache)
-    key_cache.clear()
+    runtime.reset()
     local_cache.clear()
     yield
-    key_cache.clear()
+    runtime.reset()
     local_cache.clear()
     # A test that cut the database or Redis leaves the next one both known to answer.
     outage.clear()

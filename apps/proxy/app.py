@@ -25,7 +25,7 @@ from apps.core.database import UNREACHABLE_ERRORS, DatabaseUnavailable
 from apps.core.errors import GatewayError, MethodNotAllowed, NotFound
 from apps.events.publish import EventType, raise_event
 
-from . import admission, endpoints, pipeline
+from . import endpoints, pipeline, settling
 from .auth import require_permission
 from .caller import configured, identified
 from .endpoints import Endpoint
@@ -40,7 +40,7 @@ from .http import (
     decode_headers,
     read_body,
 )
-from .key_usage import key_usage
+from .runtime import runtime
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class ProxyApp:
                 await self.send_response(send, request, response)
         finally:
             hand_over(request)
-            admission.settle_soon(request)  # after the answer: the client never waits for it
+            settling.settle_soon(request)  # after the answer: the client never waits for it
 
     async def handle(self, request: ProxyRequest, receive: Receive) -> ProxyResponse | ProxyStream:
         methods = ROUTES.get(request.path)
@@ -121,7 +121,7 @@ class ProxyApp:
             raise shutdown.ServerStopping(closing=True)
         # Read only after the key is known, so anonymous clients cannot make the gateway buffer bodies.
         request.body = await read_body(receive, request.headers, settings.GATEWAY_MAX_BODY_BYTES)
-        key_usage.note(key.id)
+        runtime.key_usage.note(key.id)
         return await pipeline.run(route.endpoint, request, await configured(request, key))
 
     def error_response(self, record: RequestRecord, error: GatewayError) -> ProxyResponse:

@@ -6,4 +6,7 @@ class ProxyConfig(AppConfig):
     label = "proxy"
 
     def ready(self) -> None:
+        from .runtime import runtime
+
+        runtime.start()  # the proxy's process state (runtime.py), before any stage registers in it
         from . import stages  # noqa: F401  (registers the gateway's stages with the pipeline)

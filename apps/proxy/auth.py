@@ -26,6 +26,8 @@ from apps.core.model_patterns import ModelAllowList
 from apps.keys import revocation, selectors
 from apps.keys.secrets import api_key_digest
 
+from .runtime import runtime
+
 # Unknown secrets are remembered briefly too, so garbage keys cannot make every request a read.
 _NEGATIVE_SECONDS = 5.0
 _MAX_ENTRIES = 100_000
@@ -94,8 +96,12 @@ class ApiKeyCache:
         self._digest_by_id.clear()
 
 
-key_cache = ApiKeyCache()
-revocation.on_revoke(key_cache.forget)
+def _forget_revoked(key_id: str) -> None:
+    if runtime.started:
+        runtime.keys.forget(key_id)
+
+
+revocation.on_revoke(_forget_revoked)
 
 
 class KeyRefused(AuthenticationFailed):
@@ -150,9 +156,9 @@ async def _read_key(digest: str) -> AuthenticatedKey | None:
         except UNREACHABLE_ERRORS:
             pass
         else:
-            key_cache.put(digest, key)
+            runtime.keys.put(digest, key)
             return key
-    key = key_cache.last_good(digest)
+    key = runtime.keys.last_good(digest)
     if key is None:
         raise DatabaseUnavailable(
             "The gateway cannot check this API key now: its database is unreachable. Retry shortly."
@@ -165,7 +171,7 @@ async def authenticate(headers: dict[str, str]) -> AuthenticatedKey:
     since is read with the request's admission (admission.py), in its one Redis round trip."""
     token = bearer_token(headers)
     digest = api_key_digest(token)
-    cached, key = key_cache.get(digest)
+    cached, key = runtime.keys.get(digest)
     if not cached:
         key = await _read_key(digest)
     if key is None:

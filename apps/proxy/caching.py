@@ -32,6 +32,7 @@ from .answers import Answer, StreamOutcome
 from .forwarding import Forwarder
 from .pipeline import ProxyContext, Stage, StageState
 from .routing import plan_attempts, resolve_model
+from .runtime import runtime
 
 logger = logging.getLogger(__name__)
 
@@ -144,14 +145,12 @@ async def _replayed(frames: list[bytes]):
 
 # --- Storing ---------------------------------------------------------------------------------------
 
-_background: set[asyncio.Task] = set()
-
 
 def _in_background(coroutine) -> None:
     """Off the request: the client never waits for L2 or L3, and a failure there is only logged."""
     task = asyncio.get_running_loop().create_task(coroutine)
-    _background.add(task)
-    task.add_done_callback(_background.discard)
+    runtime.background.add(task)
+    task.add_done_callback(runtime.background.discard)
 
 
 def _store(ctx: ProxyContext, lookup: Lookup, body: bytes) -> None:
@@ -263,7 +262,7 @@ async def _embedding(ctx: ProxyContext, model: str, text: str) -> list[float] | 
             lambda adapter, target, payload: adapter.embeddings_response(target, payload),
         )
         record.usage = completion.usage
-        if completion.usage is not None and record.provider is not None:
+        if completion.usage is not None and record.provider is not None and record.model is not None:
             price = config.price(record.provider, record.model, record.started_at)
             record.cost_usd = cost_usd(price, completion.usage)
         data = json.loads(completion.body).get("data") or []

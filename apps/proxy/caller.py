@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from apps.core.database import outage
 
 from .admission import current_generation
-from .auth import AuthenticatedKey, authenticate, key_cache
-from .config import OrganizationConfig, config_store, load_config
+from .auth import AuthenticatedKey, authenticate
+from .config import OrganizationConfig, load_config
 from .http import ProxyRequest
+from .runtime import runtime
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +43,7 @@ async def configured(request: ProxyRequest, key: AuthenticatedKey) -> Caller:
     admission checks. The first request of an organization in this process asks for the generation
     first, so the copy is read once."""
     generation = None
-    if not config_store.holds(key.organization_id):
+    if not runtime.configs.holds(key.organization_id):
         generation = await current_generation(key)
     config = await load_config(key.organization_id, generation)
     request.record.log_bodies = config.log_bodies
@@ -58,6 +59,6 @@ async def reconfigured(request: ProxyRequest, caller: Caller, generation: int) -
     request.record.log_bodies = config.log_bodies
     key = caller.key
     if not outage.known():
-        key_cache.forget_organization(organization_id)
+        runtime.keys.forget_organization(organization_id)
         key = await authenticate(request.headers)
     return Caller(key, config)

@@ -22,7 +22,6 @@ import asyncio
 import json
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -49,6 +48,8 @@ from apps.prompts.selectors import prompt_snapshots
 from apps.providers.models import Provider
 from apps.providers.selectors import ProviderKeySnapshot, usable_provider_keys
 from apps.teams.selectors import TeamSnapshot, team_snapshots
+
+from .runtime import runtime
 
 logger = logging.getLogger(__name__)
 
@@ -188,9 +189,6 @@ def build_policies(config: OrganizationConfig) -> OrganizationConfig:
     return config
 
 
-# Two threads: one organization's build does not queue another's behind it for long, and the GIL
-# makes more of them no faster.
-_POLICY_BUILDS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="policy-build")
 _read_async = database_sync_to_async(read_organization_config)
 
 
@@ -200,7 +198,7 @@ async def _load_async(organization_id: str, generation: int) -> OrganizationConf
         return None
     if not config.policy_snapshots:
         return build_policies(config)  # an empty engine: nothing to compile
-    return await asyncio.get_running_loop().run_in_executor(_POLICY_BUILDS, build_policies, config)
+    return await asyncio.get_running_loop().run_in_executor(runtime.policy_builds, build_policies, config)
 
 
 # What a database that cannot be reached raises (psycopg's PoolTimeout and refused connections
@@ -271,7 +269,12 @@ class ConfigStore:
             task = asyncio.get_running_loop().create_task(self._read_and_keep(*key, self._started))
             self._reads[key] = task
             task.add_done_callback(lambda done: self._finished(key, done))
-        if self._database_away_until and self._usable(held, now) and held[0].generation == generation:
+        if (
+            self._database_away_until
+            and held is not None
+            and self._usable(held, now)
+            and held[0].generation == generation
+        ):
             # The database failed lately: this read is the probe, and nobody waits for it (a changed
             # configuration is waited for: it must not be served from the copy before the change).
             self._database_away_until = now + RETRY_DATABASE_SECONDS
@@ -313,7 +316,7 @@ class ConfigStore:
         """The copy held, while the database cannot be reached; labelled with the generation asked
         for, so admission does not ask for it again and again (nothing could read it anyway)."""
         held = self._configs.get(organization_id)
-        if not self._usable(held, self.clock()):
+        if held is None or not self._usable(held, self.clock()):
             raise ServiceUnavailable(
                 "This organization's configuration cannot be read right now (the database is "
                 "unreachable); retry shortly.",
@@ -347,11 +350,8 @@ class ConfigStore:
         self._database_away_until = 0.0
 
 
-config_store = ConfigStore()
-
-
 async def load_config(organization_id: str, generation: int | None) -> OrganizationConfig:
-    config = await config_store.get(organization_id, generation)
+    config = await runtime.configs.get(organization_id, generation)
     if config is None:  # the organization was deleted after the key was cached
         raise NotFound("This API key's organization no longer exists.", code="organization_not_found")
     return config

@@ -22,8 +22,9 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import aiohttp
 from django.conf import settings
@@ -42,11 +43,14 @@ from .adapters.base import (
 )
 from .answers import StreamOutcome
 from .http import NestedTooDeeply
-from .routing import Candidate, NoCandidate, breaker
+from .routing import Candidate, NoCandidate
+from .runtime import runtime
 from .scrubbing import scrub_error
 from .upstream import post
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # What of an upstream's error message the client, the audit entry and the server log get.
 ERROR_MESSAGE_LIMIT = 2000
@@ -168,7 +172,7 @@ class Forwarder:
                     return None
                 candidate = self.candidates[self._next]
                 self._next += 1
-                if candidate.trial and not breaker.claim_trial(candidate.key.id):
+                if candidate.trial and not runtime.breaker.claim_trial(candidate.key.id):
                     self._trials_missed += 1
                     candidate = None  # another request is trying this half-open key
         remaining = self.deadline - time.perf_counter()
@@ -186,7 +190,7 @@ class Forwarder:
         before the answer): a half-open key it was trying is free for the next request's trial at
         once rather than after the deadline."""
         if self._pending is not None and self._pending.trial:
-            breaker.end_trial(self._pending.key.id)
+            runtime.breaker.end_trial(self._pending.key.id)
 
     def _after_failure(self, candidate: Candidate) -> None:
         """A single candidate that failed for a passing reason is tried again, unless its breaker
@@ -197,7 +201,7 @@ class Forwarder:
             and len(self.candidates) == 1
             and failure is not None
             and failure.transient
-            and breaker.is_available(candidate.key.id, breaker.clock())
+            and runtime.breaker.is_available(candidate.key.id, runtime.breaker.clock())
         ):
             self._retry = candidate
 
@@ -256,7 +260,7 @@ class Forwarder:
         if self._backoff_ms is None or retry_after:
             # A retry's failure is the same incident as the one before it: the breaker counts
             # requests that failed on the key, so one request's retries alone never open it.
-            breaker.record_failure(candidate.key.id, retry_after=retry_after)
+            runtime.breaker.record_failure(candidate.key.id, retry_after=retry_after)
         self.last_failure = failure
         self._after_failure(candidate)
 
@@ -265,7 +269,7 @@ class Forwarder:
         message = scrub_error(text, candidate.key.secret, ERROR_MESSAGE_LIMIT)
         self._note(candidate, status, "client_error", began, message)
         self._chosen(candidate)
-        breaker.record_success(candidate.key.id)  # the key works; the request was wrong
+        runtime.breaker.record_success(candidate.key.id)  # the key works; the request was wrong
         return UpstreamRefusedRequest(f"The upstream refused the request: {message}", status=status)
 
     def exhausted(self) -> GatewayError:
@@ -295,116 +299,142 @@ class Forwarder:
         parse: Callable[[Adapter, Target, bytes], Completion],
     ) -> Completion:
         """A whole answer from the first candidate that gives one."""
-        try:
-            return await self._complete(build, parse)
-        except BaseException:  # cancelled, or an error before the attempt's verdict (a body too deep)
-            self._abandoned()
-            raise
 
-    async def open_stream(
-        self, build: Callable[[Adapter, Target], UpstreamRequest], client_wants_usage: bool
-    ) -> "OpenStream":
-        """A stream from the first candidate that sends a first chunk; failures before it fail over."""
-        try:
-            return await self._open_stream(build, client_wants_usage)
-        except BaseException:  # cancelled, or an error before the attempt's verdict (a body too deep)
-            self._abandoned()
-            raise
-
-    async def _complete(
-        self,
-        build: Callable[[Adapter, Target], UpstreamRequest],
-        parse: Callable[[Adapter, Target, bytes], Completion],
-    ) -> Completion:
-        while (attempt := await self._next_attempt()) is not None:
-            candidate, remaining, first_byte = attempt
-            adapter = adapter_for(candidate.key.provider)
-            target = target_for(candidate)
-            upstream_request = _build(build, adapter, target)
-            began = time.perf_counter()
+        async def attempt(
+            candidate: Candidate, adapter: Adapter, target: Target, upstream: UpstreamRequest, timing: _Timing
+        ) -> Completion | None:
             try:
                 async with post(
-                    upstream_request.url,
-                    data=upstream_request.body,
-                    headers=upstream_request.headers,
-                    timeout=self._timeout(remaining, first_byte, stream=False),
+                    upstream.url,
+                    data=upstream.body,
+                    headers=upstream.headers,
+                    timeout=self._timeout(timing.remaining, timing.first_byte, stream=False),
                 ) as response:
                     payload = await response.read()
                     status = response.status
                     upstream_headers = response.headers
             except TimeoutError as error:
-                self._fail(candidate, _timed_out(error, first_byte, before="its answer"), began)
-                continue
+                self._fail(candidate, _timed_out(error, timing.first_byte, before="its answer"), timing.began)
+                return None
             except (aiohttp.ClientError, OSError) as error:
-                self._fail(candidate, _Failure("connection_error", None, _describe(error)), began)
-                continue
-            if 200 <= status < 300:
-                try:
-                    completion = parse(adapter, target, payload)
-                except UpstreamProtocolError as error:
-                    self._fail(candidate, _Failure("invalid_response", status, str(error)), began)
-                    continue
-                self._note(candidate, status, "ok", began)
-                self._chosen(candidate)
-                breaker.record_success(candidate.key.id)
-                return completion
-            if status in CLIENT_CAUSED:
-                raise self._refused(candidate, adapter, status, payload, began)
-            retry_after = _retry_after(upstream_headers) if status == 429 else None
-            failure = _status_failure(adapter, status, payload, upstream_headers)
-            self._fail(candidate, failure, began, retry_after=retry_after)
-        raise self.exhausted()
+                self._fail(candidate, _Failure("connection_error", None, _describe(error)), timing.began)
+                return None
+            if not 200 <= status < 300:
+                self._status_failed(candidate, adapter, status, payload, upstream_headers, timing.began)
+                return None
+            try:
+                completion = parse(adapter, target, payload)
+            except UpstreamProtocolError as error:
+                self._fail(candidate, _Failure("invalid_response", status, str(error)), timing.began)
+                return None
+            self._succeeded(candidate, status, timing.began)
+            return completion
 
-    async def _open_stream(
+        return await self._first_answer(build, attempt)
+
+    async def open_stream(
         self, build: Callable[[Adapter, Target], UpstreamRequest], client_wants_usage: bool
     ) -> "OpenStream":
-        while (attempt := await self._next_attempt()) is not None:
-            candidate, remaining, first_byte = attempt
-            adapter = adapter_for(candidate.key.provider)
-            target = target_for(candidate)
-            upstream_request = _build(build, adapter, target)
-            began = time.perf_counter()
+        """A stream from the first candidate that sends a first chunk; failures before it fail over."""
+
+        async def attempt(
+            candidate: Candidate, adapter: Adapter, target: Target, upstream: UpstreamRequest, timing: _Timing
+        ) -> OpenStream | None:
             response: aiohttp.ClientResponse | None = None
             try:
-                async with asyncio.timeout(first_byte):
+                async with asyncio.timeout(timing.first_byte):
                     response = await post(
-                        upstream_request.url,
-                        data=upstream_request.body,
-                        headers=upstream_request.headers,
-                        timeout=self._timeout(remaining, first_byte, stream=True),
+                        upstream.url,
+                        data=upstream.body,
+                        headers=upstream.headers,
+                        timeout=self._timeout(timing.remaining, timing.first_byte, stream=True),
                     )
                     status = response.status
                     if not 200 <= status < 300:
                         payload = await response.read()
                         response.release()
-                        if status in CLIENT_CAUSED:
-                            raise self._refused(candidate, adapter, status, payload, began)
-                        retry_after = _retry_after(response.headers) if status == 429 else None
-                        failure = _status_failure(adapter, status, payload, response.headers)
-                        self._fail(candidate, failure, began, retry_after=retry_after)
-                        continue
+                        self._status_failed(
+                            candidate, adapter, status, payload, response.headers, timing.began
+                        )
+                        return None
                     translator = adapter.stream_translator(target, client_wants_usage=client_wants_usage)
                     events = sse_events(response.content)
                     first = await _first_frames(events, translator)
             except TimeoutError as error:
                 _close(response)
-                self._fail(candidate, _timed_out(error, first_byte, before="its first chunk"), began)
-                continue
+                failure = _timed_out(error, timing.first_byte, before="its first chunk")
+                self._fail(candidate, failure, timing.began)
+                return None
             except (aiohttp.ClientError, OSError, UpstreamProtocolError) as error:
                 _close(response)
                 outcome = (
                     "invalid_response" if isinstance(error, UpstreamProtocolError) else "connection_error"
                 )
-                self._fail(candidate, _Failure(outcome, None, _describe(error)), began)
-                continue
+                self._fail(candidate, _Failure(outcome, None, _describe(error)), timing.began)
+                return None
             except BaseException:
                 _close(response)
                 raise
-            self._note(candidate, status, "ok", began)
-            self._chosen(candidate)
-            breaker.record_success(candidate.key.id)
+            self._succeeded(candidate, status, timing.began)
             return OpenStream(response=response, events=events, translator=translator, first=first)
-        raise self.exhausted()
+
+        return await self._first_answer(build, attempt)
+
+    async def _first_answer(
+        self,
+        build: Callable[[Adapter, Target], UpstreamRequest],
+        attempt: Callable[[Candidate, Adapter, Target, UpstreamRequest, "_Timing"], Awaitable[T | None]],
+    ) -> T:
+        """The failover loop of both kinds of answer: each planned attempt in turn until one gives its
+        answer (``attempt`` returns it) or refuses the request (raises); ``attempt`` notes a failure
+        and returns None, and the next one is tried."""
+        try:
+            while (planned := await self._next_attempt()) is not None:
+                candidate, remaining, first_byte = planned
+                adapter = adapter_for(candidate.key.provider)
+                target = target_for(candidate)
+                upstream = _build(build, adapter, target)
+                answer = await attempt(
+                    candidate, adapter, target, upstream, _Timing(remaining, first_byte, time.perf_counter())
+                )
+                if answer is not None:
+                    return answer
+            raise self.exhausted()
+        except BaseException:  # cancelled, or an error before the attempt's verdict (a body too deep)
+            self._abandoned()
+            raise
+
+    def _succeeded(self, candidate: Candidate, status: int, began: float) -> None:
+        self._note(candidate, status, "ok", began)
+        self._chosen(candidate)
+        runtime.breaker.record_success(candidate.key.id)
+
+    def _status_failed(
+        self,
+        candidate: Candidate,
+        adapter: Adapter,
+        status: int,
+        payload: bytes,
+        headers: Mapping[str, str],
+        began: float,
+    ) -> None:
+        """An answer that is not a 2xx: the client's own fault is raised to it (no failover), anything
+        else is a failure of this attempt."""
+        if status in CLIENT_CAUSED:
+            raise self._refused(candidate, adapter, status, payload, began)
+        retry_after = _retry_after(headers) if status == 429 else None
+        failure = _status_failure(adapter, status, payload, headers)
+        self._fail(candidate, failure, began, retry_after=retry_after)
+
+
+@dataclass(frozen=True, slots=True)
+class _Timing:
+    """One attempt's time: seconds left of the deadline, the wait allowed for its first byte, and
+    when it began (``time.perf_counter``)."""
+
+    remaining: float
+    first_byte: float
+    began: float
 
 
 @dataclass(slots=True)

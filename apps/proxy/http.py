@@ -7,7 +7,7 @@ classes are what its views see instead.
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +15,7 @@ from apps.audit.records import RequestRecord
 from apps.core.errors import InvalidRequest, PayloadTooLarge
 
 if TYPE_CHECKING:
-    from .admission import Settlement
+    from .settling import Settlement
 
 
 # The ASGI callables (asgiref's types would say the same at more length).
@@ -125,7 +125,7 @@ class ProxyResponse:
 class ProxyStream:
     """A streamed (server-sent events) answer: the headers go out with the first chunk."""
 
-    chunks: AsyncIterator[bytes]
+    chunks: AsyncGenerator[bytes, None]
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
 

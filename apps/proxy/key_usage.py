@@ -52,6 +52,3 @@ class KeyUsageRecorder:
             logger.warning("Could not record last use of %d API key(s)", len(batch), exc_info=True)
             for key_id in batch:
                 self._written_at.pop(key_id, None)
-
-
-key_usage = KeyUsageRecorder()

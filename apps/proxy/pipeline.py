@@ -19,7 +19,7 @@ of each endpoint are gathered once (``_Plan``), so a stage without a stream hook
 chunk. docs/proxy.md shows how to add one.
 """
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -34,11 +34,14 @@ from . import admission
 from .answers import Answer, StreamOutcome
 from .auth import AuthenticatedKey
 from .caller import Caller, reconfigured
+from .charges import charges_for
 from .config import OrganizationConfig
 from .errors import StreamInterrupted, error_event
 from .experimenting import assigned_body
 from .http import ProxyRequest, ProxyResponse, ProxyStream
+from .limit_refusals import LimitsUnavailable
 from .routing import allow_lists, allowed_regions, refuse_unallowed_model
+from .runtime import runtime
 from .templating import rendered_body
 
 if TYPE_CHECKING:
@@ -150,50 +153,66 @@ class _Plan:
     end_hooks: tuple[tuple[EndHook, ...], ...]
 
 
-_stages: list[Stage] = []
-_plans: dict[str, _Plan] = {}
+class StageRegistry:
+    """The registered stages, in slot order, and each endpoint's hooks gathered from them."""
+
+    def __init__(self) -> None:
+        self._stages: list[Stage] = []
+        self._plans: dict[str, _Plan] = {}
+
+    @property
+    def registered(self) -> tuple[Stage, ...]:
+        """The stages, outermost first."""
+        return tuple(self._stages)
+
+    def register(self, stage: Stage) -> Stage:
+        """Adds a stage at its slot, after those already there."""
+        if stage.slot not in SLOTS:
+            raise ValueError(f"Unknown slot {stage.slot!r}; the slots are {', '.join(SLOTS)}.")
+        rank = SLOTS.index(stage.slot)
+        stages = self._stages
+        index = next((i for i, held in enumerate(stages) if SLOTS.index(held.slot) > rank), len(stages))
+        stages.insert(index, stage)
+        self._plans.clear()
+        return stage
+
+    def unregister(self, stage: Stage) -> None:
+        if stage in self._stages:
+            self._stages.remove(stage)
+        self._plans.clear()
+
+    def plan(self, endpoint: "Endpoint") -> _Plan:
+        plan = self._plans.get(endpoint.name)
+        if plan is not None:
+            return plan
+        stages = [s for s in self._stages if s.endpoints is None or endpoint.name in s.endpoints]
+
+        def outside(hook: str, position: int) -> tuple[Any, ...]:
+            return tuple(getattr(s, hook) for s in reversed(stages[:position]) if _implements(s, hook))
+
+        positions = range(len(stages) + 1)
+        plan = self._plans[endpoint.name] = _Plan(
+            befores=tuple((i, s.before) for i, s in enumerate(stages) if _implements(s, "before")),
+            afters=tuple(outside("after", p) for p in positions),
+            chunk_hooks=tuple(outside("on_chunk", p) for p in positions),
+            end_hooks=tuple(outside("on_stream_end", p) for p in positions),
+        )
+        return plan
 
 
 def register(stage: Stage) -> Stage:
-    """Adds a stage at its slot, after those already there."""
-    if stage.slot not in SLOTS:
-        raise ValueError(f"Unknown slot {stage.slot!r}; the slots are {', '.join(SLOTS)}.")
-    rank = SLOTS.index(stage.slot)
-    index = next((i for i, held in enumerate(_stages) if SLOTS.index(held.slot) > rank), len(_stages))
-    _stages.insert(index, stage)
-    _plans.clear()
-    return stage
+    """Adds a stage at its slot (``StageRegistry.register``), in this process's runtime."""
+    return runtime.stages.register(stage)
 
 
 def unregister(stage: Stage) -> None:
-    if stage in _stages:
-        _stages.remove(stage)
-    _plans.clear()
-
-
-def _plan(endpoint: "Endpoint") -> _Plan:
-    plan = _plans.get(endpoint.name)
-    if plan is not None:
-        return plan
-    stages = [s for s in _stages if s.endpoints is None or endpoint.name in s.endpoints]
-
-    def outside(hook: str, position: int) -> tuple:
-        return tuple(getattr(s, hook) for s in reversed(stages[:position]) if _implements(s, hook))
-
-    positions = range(len(stages) + 1)
-    plan = _plans[endpoint.name] = _Plan(
-        befores=tuple((i, s.before) for i, s in enumerate(stages) if _implements(s, "before")),
-        afters=tuple(outside("after", p) for p in positions),
-        chunk_hooks=tuple(outside("on_chunk", p) for p in positions),
-        end_hooks=tuple(outside("on_stream_end", p) for p in positions),
-    )
-    return plan
+    runtime.stages.unregister(stage)
 
 
 async def run(endpoint: "Endpoint", request: ProxyRequest, caller: Caller) -> ProxyResponse | ProxyStream:
     """One request from its validated body to the response app.py sends."""
     ctx = await admitted(endpoint, request, caller, endpoint.read(request))
-    plan = _plan(endpoint)
+    plan = runtime.stages.plan(endpoint)
     answered_at = len(plan.afters) - 1  # the endpoint's own answer, unless a stage gives one
     answer: Answer | None = None
     for position, before in plan.befores:
@@ -208,7 +227,9 @@ async def run(endpoint: "Endpoint", request: ProxyRequest, caller: Caller) -> Pr
     else:
         record.cache = ctx.cache or "bypass"
     if answer.chunks is not None:
-        chunks = relay(ctx, answer, plan.chunk_hooks[answered_at], plan.end_hooks[answered_at])
+        outcome = answer.outcome if answer.outcome is not None else StreamOutcome()
+        hooks = plan.chunk_hooks[answered_at], plan.end_hooks[answered_at]
+        chunks = relay(ctx, answer.chunks, outcome, *hooks)
         return ProxyStream(chunks=chunks, status=answer.status, headers=answer.headers)
     for after in plan.afters[answered_at]:
         await after(ctx, answer)
@@ -226,7 +247,7 @@ async def admitted(
         now = timezone.now()
         try:
             ctx = begin(endpoint, request, caller, body)
-            charges = admission.charges_for(ctx, now)
+            charges = charges_for(ctx, now)
         except GatewayError:
             generation = await admission.newer_generation(caller.key, caller.config)
             if generation is None:
@@ -236,7 +257,7 @@ async def admitted(
             if generation is None:
                 return ctx
         caller = await reconfigured(request, caller, generation)
-    raise admission.LimitsUnavailable("This organization's configuration is changing; retry shortly.")
+    raise LimitsUnavailable("This organization's configuration is changing; retry shortly.")
 
 
 def begin(endpoint: "Endpoint", request: ProxyRequest, caller: Caller, body: dict[str, Any]) -> ProxyContext:
@@ -293,14 +314,16 @@ def resolve_regions(ctx: ProxyContext) -> None:
 
 
 async def relay(
-    ctx: ProxyContext, answer: Answer, chunk_hooks: tuple[ChunkHook, ...], end_hooks: tuple[EndHook, ...]
-) -> AsyncIterator[bytes]:
+    ctx: ProxyContext,
+    chunks: AsyncIterator[bytes],
+    outcome: StreamOutcome,
+    chunk_hooks: tuple[ChunkHook, ...],
+    end_hooks: tuple[EndHook, ...],
+) -> AsyncGenerator[bytes, None]:
     """The client's stream, live or replayed alike: the answer's chunks through the chunk hooks,
     the end hooks once they run out (or the client leaves), then the cost comment and [DONE]; a
     stream that failed ends with an error event instead."""
     record = ctx.record
-    chunks = answer.chunks
-    outcome = answer.outcome if answer.outcome is not None else StreamOutcome()
     exhausted = False
     try:
         if chunk_hooks:

@@ -95,7 +95,7 @@ class ApplyPolicies(Stage):
         for choice in body.get("choices") or ():
             message = choice.get("message") if isinstance(choice, dict) else None
             content = message.get("content") if isinstance(message, dict) else None
-            if isinstance(content, str) and content:
+            if isinstance(message, dict) and isinstance(content, str) and content:
                 redacted, decisions = redactor.redact_text(content)
                 if decisions:
                     message["content"] = redacted

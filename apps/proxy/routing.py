@@ -27,6 +27,7 @@ from apps.providers.models import Provider
 from apps.providers.selectors import ProviderKeySnapshot
 
 from .config import OrganizationConfig, render_models_body
+from .runtime import runtime
 
 PROVIDERS = frozenset(Provider.values)
 
@@ -141,10 +142,6 @@ class CircuitBreaker:
         self._trial_until.clear()
 
 
-rotation = SmoothWeightedRoundRobin()
-breaker = CircuitBreaker()
-
-
 def allowed_regions(*restrictions: frozenset[str]) -> frozenset[str] | None:
     """The regions every restriction allows; None means unrestricted. An empty restriction
     allows everything; an empty result means nothing is allowed."""
@@ -255,12 +252,17 @@ def _alias_deployments(
         if fallback is not None:  # one level: a fallback's own fallbacks are not followed
             planned.extend((fallback.alias, deployment) for deployment in fallback.deployments)
     seen: set[DeploymentSnapshot] = set()
-    return [(name, d) for name, d in planned if not (d in seen or seen.add(d))]
+    unique: list[tuple[str | None, DeploymentSnapshot]] = []
+    for name, deployment in planned:
+        if deployment not in seen:
+            seen.add(deployment)
+            unique.append((name, deployment))
+    return unique
 
 
 def plan_attempts(config: OrganizationConfig, model: str, regions: frozenset[str] | None) -> list[Candidate]:
     deployments, _ = resolve_model(config, model)
-    now = breaker.clock()
+    now = runtime.breaker.clock()
     plan: list[Candidate] = []
     providers_without_keys: list[str] = []
     keys_outside_region: list[str] = []
@@ -275,12 +277,12 @@ def plan_attempts(config: OrganizationConfig, model: str, regions: frozenset[str
         if not in_region:
             keys_outside_region.append(deployment.provider)
             continue
-        healthy = [k for k in in_region if breaker.is_available(k.id, now)]
+        healthy = [k for k in in_region if runtime.breaker.is_available(k.id, now)]
         if len(healthy) < len(in_region):
             for key in in_region:
                 if key in healthy:
                     continue
-                if breaker.is_trial_free(key.id, now):
+                if runtime.breaker.is_trial_free(key.id, now):
                     # First, or the trial would happen only when the healthy keys fail; the
                     # Forwarder claims it, and skips the key if another request got there first.
                     trials += 1
@@ -289,14 +291,14 @@ def plan_attempts(config: OrganizationConfig, model: str, regions: frozenset[str
                     cooling.append(key.id)
         if not healthy:
             continue
-        first = rotation.pick(healthy)
+        first = runtime.rotation.pick(healthy)
         ordered = [first, *sorted((k for k in healthy if k is not first), key=lambda k: -k.weight)]
         plan.extend(Candidate(alias=alias, deployment=deployment, key=key) for key in ordered)
     if plan:
         # The Forwarder stops at GATEWAY_MAX_ATTEMPTS; a trial it cannot claim is no attempt.
         return plan[: settings.GATEWAY_MAX_ATTEMPTS + trials]
     if cooling:
-        wait = breaker.reopens_in(cooling, now)
+        wait = runtime.breaker.reopens_in(cooling, now)
         raise NoCandidate(
             "Every upstream for this model is cooling down after repeated failures; retry shortly.",
             code="upstreams_cooling_down",

@@ -17,6 +17,8 @@ from django.conf import settings
 
 from apps.providers.addresses import AddressRefused, check_ip
 
+from .runtime import runtime
+
 
 class RefusedAddressError(OSError):
     """A name resolved to an address the gateway must not call; aiohttp reports it as a
@@ -42,16 +44,14 @@ class CheckedResolver(AbstractResolver):
         await self._inner.close()
 
 
-_sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
-
-
 def session() -> aiohttp.ClientSession:
     """This event loop's session (Daphne runs one loop; each test has its own)."""
     loop = asyncio.get_running_loop()
-    client = _sessions.get(loop)
+    sessions = runtime.sessions
+    client = sessions.get(loop)
     if client is None or client.closed:
-        for stale in [known for known in _sessions if known.is_closed()]:
-            del _sessions[stale]
+        for stale in [known for known in sessions if known.is_closed()]:
+            del sessions[stale]
         connector = aiohttp.TCPConnector(
             limit=settings.GATEWAY_UPSTREAM_MAX_CONNECTIONS,
             limit_per_host=0,
@@ -59,7 +59,7 @@ def session() -> aiohttp.ClientSession:
             keepalive_timeout=30,
             resolver=CheckedResolver(),
         )
-        client = _sessions[loop] = aiohttp.ClientSession(
+        client = sessions[loop] = aiohttp.ClientSession(
             connector=connector,
             # The gateway sends its own headers only; nothing of the client's request leaks upstream.
             skip_auto_headers=("User-Agent",),
@@ -77,6 +77,6 @@ def post(url: str, *, data: bytes, headers: dict[str, str], timeout: aiohttp.Cli
 
 async def close_sessions() -> None:
     loop = asyncio.get_running_loop()
-    client = _sessions.pop(loop, None)
+    client = runtime.sessions.pop(loop, None)
     if client is not None:
         await client.close()

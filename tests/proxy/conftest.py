@@ -4,8 +4,7 @@ from channels.db import database_sync_to_async
 
 from apps.catalog import services as catalog_services
 from apps.providers import services as provider_services
-from apps.proxy.config import config_store
-from apps.proxy.routing import breaker, rotation
+from apps.proxy.runtime import runtime
 from apps.proxy.upstream import close_sessions
 from gateway_project.asgi import application
 from tests import upstreams
@@ -18,12 +17,9 @@ make_upstream = upstreams.make_upstream
 @pytest.fixture(autouse=True)
 def _fresh_routing_state():
     """Routing state lives in the process; no test may inherit another's."""
-    config_store.clear()
-    breaker.clear()
-    rotation.clear()
+    runtime.reset()
     yield
-    config_store.clear()
-    breaker.clear()
+    runtime.reset()
     # The audit writer must finish with this test's rows before the next test empties the database.
     from apps.outbox.outbox import outbox
 

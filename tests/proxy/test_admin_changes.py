@@ -7,7 +7,7 @@ from django.test import Client
 
 from apps.organizations import services as organization_services
 from apps.organizations.models import Organization
-from apps.proxy.config import config_store
+from apps.proxy.runtime import runtime
 from tests.factories import UserFactory
 from tests.management.admin_forms import admin_post, form_errors
 from tests.proxy.conftest import FakeClock, add_alias_async, add_provider_key_async, bearer, entries
@@ -91,9 +91,9 @@ async def test_an_admin_change_of_body_logging_reaches_the_next_proxy_request(
 @pytest.fixture
 def clock():
     fake = FakeClock()
-    real, config_store.clock = config_store.clock, fake
+    real, runtime.configs.clock = runtime.configs.clock, fake
     yield fake
-    config_store.clock = real
+    runtime.configs.clock = real
 
 
 async def test_a_change_that_bumped_nothing_reaches_the_proxy_once_the_configuration_is_too_old(

@@ -128,11 +128,11 @@ async def test_a_purge_empties_the_cache(sdk, cached, organization):
 
 @needs_redis
 async def test_another_process_hits_l2_and_fills_its_l1(sdk, cached):
-    from apps.proxy.caching import _background
+    from apps.proxy.runtime import runtime
 
     await ask(sdk)
-    while _background:  # the L2 write goes after the answer
-        await next(iter(_background))
+    while runtime.background:  # the L2 write goes after the answer
+        await next(iter(runtime.background))
     local_cache.clear()  # what a second process holds: nothing in its own memory
 
     assert (await ask(sdk)).headers["x-gateway-cache"] == "l2"
@@ -198,10 +198,10 @@ async def test_when_the_embeddings_call_fails_l3_is_skipped_and_the_request_serv
 async def _written(*, semantic_writes: int) -> None:
     """Waits for the L2 and L3 writes made after the answers so far."""
     from apps.cache.models import SemanticEntry
-    from apps.proxy.caching import _background
+    from apps.proxy.runtime import runtime
 
-    while _background:
-        await next(iter(_background))
+    while runtime.background:
+        await next(iter(runtime.background))
     assert await SemanticEntry.objects.acount() == semantic_writes
 
 

@@ -7,7 +7,8 @@ import asyncio
 import pytest
 from django.db import connection
 
-from apps.proxy.config import RETRY_DATABASE_SECONDS, config_store
+from apps.proxy.config import RETRY_DATABASE_SECONDS
+from apps.proxy.runtime import runtime
 from tests.proxy.conftest import FakeClock, bearer
 from tests.tcp_proxy import TcpProxy
 
@@ -43,21 +44,21 @@ def database_cut():
 @pytest.fixture
 def clock(monkeypatch):
     clock = FakeClock()
-    monkeypatch.setattr(config_store, "clock", clock)
+    monkeypatch.setattr(runtime.configs, "clock", clock)
     return clock
 
 
 @pytest.fixture
 def loads(monkeypatch):
     seen = Loads()
-    read = config_store.load
+    read = runtime.configs.load
 
     async def counted(organization_id: str, generation: int):
         seen.append(organization_id)
         seen.tasks.append(asyncio.current_task())
         return await read(organization_id, generation)
 
-    monkeypatch.setattr(config_store, "load", counted)
+    monkeypatch.setattr(runtime.configs, "load", counted)
     return seen
 
 
@@ -121,5 +122,5 @@ async def test_past_the_bound_or_without_a_copy_the_answer_is_a_503_in_openais_s
     clock.now += settings.GATEWAY_CONFIG_OUTAGE_MAX_AGE_SECONDS  # the last good copy is too old now
     assert_unavailable(await proxy.post("/v1/chat/completions", json=CHAT, headers=headers))
 
-    config_store.clear()  # a worker that holds the key but never read the configuration
+    runtime.configs.clear()  # a worker that holds the key but never read the configuration
     assert_unavailable(await proxy.post("/v1/chat/completions", json=CHAT, headers=headers))

@@ -11,7 +11,7 @@ from channels.db import database_sync_to_async
 from apps.audit.models import AuditEntry
 from apps.organizations import services as organization_services
 from apps.outbox.outbox import outbox
-from apps.proxy.config import config_store
+from apps.proxy.runtime import runtime
 from tests.proxy.conftest import FakeClock, add_alias_async, add_provider_key_async, bearer
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -55,17 +55,17 @@ class Reads:
 def clock(settings):
     settings.GATEWAY_CONFIG_MAX_AGE_SECONDS = MAX_AGE
     fake = FakeClock()
-    real, config_store.clock = config_store.clock, fake
+    real, runtime.configs.clock = runtime.configs.clock, fake
     yield fake
-    config_store.clock = real
+    runtime.configs.clock = real
 
 
 @pytest.fixture
 def reads():
-    counting = Reads(config_store.load)
-    real, config_store.load = config_store.load, counting
+    counting = Reads(runtime.configs.load)
+    real, runtime.configs.load = runtime.configs.load, counting
     yield counting
-    config_store.load = real
+    runtime.configs.load = real
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import time
 import openai
 import pytest
 
-from apps.proxy.routing import breaker
+from apps.proxy.runtime import runtime
 from tests.proxy.conftest import FakeClock, add_alias_async, add_provider_key_async, entries
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -22,9 +22,9 @@ ANSWER = "Hello from upstream: hi"
 @pytest.fixture
 def clock():
     fake = FakeClock()
-    real, breaker.clock = breaker.clock, fake
+    real, runtime.breaker.clock = runtime.breaker.clock, fake
     yield fake
-    breaker.clock = real
+    runtime.breaker.clock = real
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from apps.catalog.pricing import Usage
 from apps.core.errors import RateLimited
 from apps.proxy import pipeline
 from apps.proxy.answers import Answer, StreamOutcome
+from apps.proxy.runtime import runtime
 from gateway_project.asgi import application
 from tests.factories import TeamFactory
 from tests.proxy.conftest import bearer, entries
@@ -336,7 +337,8 @@ def test_a_stage_needs_a_known_slot():
 def test_stages_run_in_slot_order_whatever_the_order_they_were_registered_in(add_stage):
     late, early = add_stage(Watcher("cache")), add_stage(Watcher("policies"))
 
-    slots = [stage.slot for stage in pipeline._stages]
+    registered = runtime.stages.registered
+    slots = [stage.slot for stage in registered]
 
     assert slots.index("policies") < slots.index("cache") < slots.index("cost")
-    assert pipeline._stages.index(early) < pipeline._stages.index(late)
+    assert registered.index(early) < registered.index(late)

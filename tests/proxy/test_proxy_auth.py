@@ -134,12 +134,12 @@ async def test_a_body_over_the_limit_is_a_413(proxy, organization, settings):
 
 
 async def test_last_used_at_is_recorded_off_the_request(proxy, organization):
-    from apps.proxy.key_usage import key_usage
+    from apps.proxy.runtime import runtime
 
     api_key, secret = await create_key(organization)
     await proxy.get("/v1/models", headers=bearer(secret))
     await sync_to_async(api_key.refresh_from_db)()
     assert api_key.last_used_at is None  # the request did not write it
-    await key_usage.flush()
+    await runtime.key_usage.flush()
     await sync_to_async(api_key.refresh_from_db)()
     assert api_key.last_used_at is not None

@@ -11,7 +11,7 @@ from apps.core import redis as core_redis
 from apps.core.redis import proxy_redis_pause
 from apps.limits import services as limits_services
 from apps.organizations import services as organization_services
-from apps.proxy.config import config_store
+from apps.proxy.runtime import runtime
 from tests.factories import create_api_key
 from tests.proxy.conftest import FakeClock, add_alias_async, add_provider_key_async, bearer
 from tests.redis_process import RedisProcess
@@ -52,13 +52,13 @@ async def routed(own_redis, organization, upstream):
 def loads(monkeypatch):
     """Every configuration read the store starts (the real read, counted)."""
     seen: list[tuple[str, int]] = []
-    read = config_store.load
+    read = runtime.configs.load
 
     async def counted(organization_id: str, generation: int):
         seen.append((organization_id, generation))
         return await read(organization_id, generation)
 
-    monkeypatch.setattr(config_store, "load", counted)
+    monkeypatch.setattr(runtime.configs, "load", counted)
     return seen
 
 

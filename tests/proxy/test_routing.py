@@ -8,7 +8,7 @@ from channels.db import database_sync_to_async
 
 from apps.events.models import Event
 from apps.organizations import services as organization_services
-from apps.proxy.routing import breaker
+from apps.proxy.runtime import runtime
 from tests.factories import TeamFactory, create_api_key
 from tests.proxy.conftest import FakeClock, add_alias_async, add_provider_key_async, bearer, entries
 
@@ -21,9 +21,9 @@ CHAT = {"model": "fast", "messages": HELLO}
 @pytest.fixture
 def clock():
     fake = FakeClock()
-    real, breaker.clock = breaker.clock, fake
+    real, runtime.breaker.clock = runtime.breaker.clock, fake
     yield fake
-    breaker.clock = real
+    runtime.breaker.clock = real
 
 
 async def test_traffic_is_shared_by_weight(sdk, organization, upstream):

@@ -10,7 +10,7 @@ gateway cannot honour at all (n > 1) is refused. Answers and streams are rewritt
 import json
 import re
 import time
-from typing import Any
+from typing import Any, cast
 
 from apps.catalog.pricing import Usage
 from apps.core.errors import InvalidRequest
@@ -154,7 +154,7 @@ def _text(content: Any, param: str) -> str:
     if isinstance(content, list):
         texts = [part.get("text") if isinstance(part, dict) else None for part in content]
         if all(isinstance(text, str) for text in texts):
-            return "\n".join(texts)
+            return "\n".join(cast(list[str], texts))
     raise InvalidRequest(f"'{param}' must be a string or a list of text parts.", param=param)
 
 
@@ -280,6 +280,7 @@ def _tools(tools: Any) -> list[dict[str, Any]]:
 
 
 def _tool_choice(choice: Any, parallel_tool_calls: Any) -> dict[str, Any] | None:
+    translated: dict[str, Any] | None
     if choice is None:
         translated = {"type": "auto"} if parallel_tool_calls is False else None
     elif choice == "auto":
@@ -481,11 +482,11 @@ class AnthropicStreamTranslator(StreamTranslator):
         return [*self._opening(), finish]
 
     def _error(self, payload: dict[str, Any]) -> list[bytes]:
-        error = payload.get("error") if isinstance(payload.get("error"), dict) else {}
-        message = error.get("message") if isinstance(error.get("message"), str) else "The upstream failed."
+        error = found if isinstance(found := payload.get("error"), dict) else {}
+        message = found if isinstance(found := error.get("message"), str) else "The upstream failed."
         # Cut before it is scrubbed: the event may be megabytes long (apps/proxy/scrubbing.py).
         self.error = message = scrub_error(message, self.target.secret)
-        kind = error.get("type") if isinstance(error.get("type"), str) else "api_error"
+        kind = found if isinstance(found := error.get("type"), str) else "api_error"
         kind = scrub_error(kind, self.target.secret, ERROR_FIELD_LIMIT)
         return [sse({"error": {"message": message, "type": kind, "param": None, "code": None}})]
 
@@ -551,8 +552,8 @@ class AnthropicAdapter(Adapter):
         content = message.get("content")
         if not isinstance(content, list) or not all(isinstance(block, dict) for block in content):
             raise UpstreamProtocolError("the upstream's answer has no content blocks")
-        model = message.get("model") if isinstance(message.get("model"), str) else target.model
-        counts = message.get("usage") if isinstance(message.get("usage"), dict) else None
+        model = found if isinstance(found := message.get("model"), str) else target.model
+        counts = found if isinstance(found := message.get("usage"), dict) else None
         usage = usage_from_anthropic(counts or {})
         body = _completion_body(message, model, usage)
         return Completion(body=dumps(body), usage=usage if counts is not None else None, model=model)

@@ -133,7 +133,7 @@ class OpenAIAdapter(Adapter):
         parsed = loads_object(payload)
         if not isinstance(parsed.get("choices"), list):
             raise UpstreamProtocolError("the upstream's answer has no choices")
-        model = parsed.get("model") if isinstance(parsed.get("model"), str) else target.model
+        model = found if isinstance(found := parsed.get("model"), str) else target.model
         return Completion(body=payload, usage=usage_from_openai(parsed.get("usage")), model=model)
 
     def stream_translator(self, target: Target, *, client_wants_usage: bool) -> StreamTranslator:
@@ -150,8 +150,8 @@ class OpenAIAdapter(Adapter):
         parsed = loads_object(payload)
         if not isinstance(parsed.get("data"), list):
             raise UpstreamProtocolError("the upstream's embeddings answer has no data")
-        usage = parsed.get("usage") if isinstance(parsed.get("usage"), dict) else {}
-        model = parsed.get("model") if isinstance(parsed.get("model"), str) else target.model
+        usage = found if isinstance(found := parsed.get("usage"), dict) else {}
+        model = found if isinstance(found := parsed.get("model"), str) else target.model
         return Completion(
             body=payload, usage=Usage(input_tokens=_count(usage.get("prompt_tokens"))), model=model
         )

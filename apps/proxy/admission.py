@@ -29,13 +29,11 @@ from apps.limits.counters import (
 from apps.organizations.models import FailMode
 
 from .auth import AuthenticatedKey, KeyRefused
-from .charges import Charges, charges_for
+from .charges import Charges
 from .config import OrganizationConfig
 from .limit_refusals import (
-    BudgetExceeded,
     LimitsUnavailable,
     budget_exceeded,
-    duration,
     rate_limit_headers,
     rate_limited,
 )
@@ -44,28 +42,12 @@ from .settling import (
     Settlement,
     announce_crossings,
     settle_failed,
-    settle_soon,
     settlement_entries,
     take_pending,
-    wait_for_settlements,
 )
 
 if TYPE_CHECKING:
     from .pipeline import ProxyContext
-
-# Also reached through this module by callers of before the split (tests/limits, tests/webhooks).
-__all__ = [
-    "BudgetExceeded",
-    "Charges",
-    "LimitsUnavailable",
-    "admit",
-    "charges_for",
-    "current_generation",
-    "duration",
-    "newer_generation",
-    "settle_soon",
-    "wait_for_settlements",
-]
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,8 @@ from apps.events.models import Event
 from apps.limits import services as limits_services
 from apps.limits.counters import local_counters
 from apps.outbox.outbox import outbox
-from apps.proxy.admission import duration, wait_for_settlements
+from apps.proxy.limit_refusals import duration
+from apps.proxy.settling import wait_for_settlements
 from tests.audit.entries import AuditEntryFactory
 from tests.factories import TeamFactory, create_api_key
 from tests.proxy.conftest import add_alias_async, add_provider_key_async, bearer

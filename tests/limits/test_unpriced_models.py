@@ -14,7 +14,7 @@ from django.utils import timezone
 from apps.catalog.pricing import COST_QUANTUM, MILLION
 from apps.limits import services as limits_services
 from apps.organizations import services as organization_services
-from apps.proxy.admission import wait_for_settlements
+from apps.proxy.settling import wait_for_settlements
 from apps.proxy.upstream import close_sessions
 from gateway_project.asgi import application
 from tests.audit.entries import AuditEntryFactory

@@ -11,7 +11,7 @@ from channels.db import database_sync_to_async
 from apps.limits import services as limits_services
 from apps.outbox.outbox import outbox
 from apps.policies.services import policy_create
-from apps.proxy.admission import wait_for_settlements
+from apps.proxy.settling import wait_for_settlements
 from apps.webhooks import services
 from apps.webhooks.models import WebhookDelivery
 from apps.webhooks.transport import READ_TIMEOUT

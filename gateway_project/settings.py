@@ -284,7 +284,7 @@ GATEWAY_SSO_DNS_TIMEOUT_SECONDS = env_number(
 GATEWAY_INVITATION_TTL_DAYS = env_number("GATEWAY_INVITATION_TTL_DAYS", default=7, minimum=1, maximum=365)
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["apps.accounts.authentication.SessionTokenAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["apps.organizations.authentication.SessionTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PARSER_CLASSES": ["apps.core.api.parsers.JSONParser"],  # nesting bounded
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],

@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 
 from . import login_throttle
 from .models import User
+from .services import account_reclaim
 
 
 class ThrottledAdminLoginForm(AdminAuthenticationForm):
@@ -67,8 +68,6 @@ class UserAdmin(DjangoUserAdmin):
         permissions=["change"],
     )
     def reclaim(self, request, queryset) -> None:
-        from apps.organizations.services import account_reclaim
-
         for user in queryset.exclude(pk=request.user.pk):  # never the operator's own, mid-session
             account_reclaim(user=user)
         self.message_user(

@@ -6,4 +6,5 @@ class AccountsConfig(AppConfig):
     label = "accounts"
 
     def ready(self) -> None:
-        from . import login_throttle, schema  # noqa: F401  (connects the signal; registers the OpenAPI extension)
+        # Connects the login throttle's signal (failed sign-ins are counted on every path).
+        from . import login_throttle  # noqa: F401

@@ -1,4 +1,3 @@
-import logging
 import secrets
 from datetime import timedelta
 
@@ -19,8 +18,6 @@ from apps.limits.services import UNSET, limits_set
 from apps.teams.models import TeamMembership
 
 from .models import Invitation, InvitationStatus, Membership, Organization, Role, invitation_token_digest
-
-logger = logging.getLogger(__name__)
 
 
 def unique_organization_slug(name: str) -> str:
@@ -106,10 +103,10 @@ def first_admin_bootstrap(
 
 # --- Members ---------------------------------------------------------------------------------------
 # Memberships shape no proxy configuration: no generation is bumped. Sessions read the membership and
-# its role on every request (apps/accounts/authentication.py, apps/console/access.py), so a change of
-# role or a removal applies to the member's next request. Nobody is made a member of an organization
-# without their consent: an owner invites an address, and the account with that address accepts
-# (the invitations below). Single sign-on adds members just in time, only for a domain the
+# its role on every request (apps/organizations/authentication.py, apps/console/access.py), so a
+# change of role or a removal applies to the member's next request. Nobody is made a member of an
+# organization without their consent: an owner invites an address, and the account with that address
+# accepts (the invitations below). Single sign-on adds members just in time, only for a domain the
 # organization has proved (apps/sso).
 
 
@@ -168,32 +165,11 @@ def membership_remove(*, membership: Membership) -> None:
     membership.delete()
 
 
-@transaction.atomic
-def account_reclaim(*, user: User) -> User:
-    """Hands the account to the owner of its address, who has just proved it (single sign-on through a
-    domain its organization proved, apps/sso) or whom the operator vouches for (the Django admin's
-    action): the account's address becomes verified, its password and two-factor authentication are
-    taken away, every session of it ends (apps/accounts/services.py), and it leaves every organization
-    and team.
-
-    What an account made through an invitation link holds was granted to whoever held the links, who
-    need not be the address's owner (an owner can invite any address and open the link themselves):
-    handing those memberships on would make the owner a member of organizations they never agreed to
-    join, and a squatter's memberships would travel with the address. An organization that wants the
-    person invites them again. (An organization whose only owner was this account is left without
-    one, for the operator: only the squatter can have made it so.)"""
-    from apps.accounts.services import account_credentials_reset
-
-    user = User.objects.select_for_update().get(pk=user.pk)
-    account_credentials_reset(user=user)
+def account_memberships_end(user: User) -> None:
+    """What a reclaimed account leaves here (``account_reclaim``, apps/accounts/services.py, in its
+    transaction): every team and every organization. Registered in apps/organizations/apps.py."""
     TeamMembership.objects.filter(user=user).delete()
     Membership.objects.filter(user=user).delete()
-    user.email_verified = True
-    user.save(update_fields=["email_verified"])
-    logger.warning(
-        "Account %s reclaimed for the owner of its address: credentials and memberships ended", user.pk
-    )
-    return user
 
 
 # --- Invitations -----------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from apps.core.errors import GatewayError
 from apps.organizations.models import Organization, Role
 
 if TYPE_CHECKING:
-    from apps.accounts.authentication import SessionContext
+    from apps.organizations.authentication import SessionContext
 
 
 class HasOrganizationRole(permissions.BasePermission):

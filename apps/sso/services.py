@@ -7,9 +7,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.accounts.models import User
+from apps.accounts.services import account_reclaim
 from apps.core.errors import InvalidRequest
 from apps.organizations.models import Membership, Organization, Plan
-from apps.organizations.services import account_reclaim
 
 from . import dns
 from .addresses import check_issuer

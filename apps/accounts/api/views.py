@@ -1,3 +1,6 @@
+"""Refreshing and ending a management session; signing in to an organization is tenancy's
+(apps/organizations/api/login.py, ``POST /api/v1/auth/login``)."""
+
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.permissions import AllowAny
@@ -6,21 +9,7 @@ from rest_framework.views import APIView
 
 from apps.accounts import services
 
-from .serializers import LoginSerializer, RefreshSerializer, SessionSerializer
-
-
-class LoginView(APIView):
-    authentication_classes: list = []
-    permission_classes = [AllowAny]
-    # 403: sso_required (the organization requires single sign-on; docs/sso.md) or no_organization.
-    error_statuses = {"post": (400, 401, 403, 429)}
-
-    @extend_schema(request=LoginSerializer, responses={200: SessionSerializer}, auth=[])
-    def post(self, request):
-        serializer = LoginSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        session = services.session_login(request=request, **serializer.validated_data)
-        return Response(session)
+from .serializers import RefreshSerializer, SessionSerializer
 
 
 class RefreshView(APIView):

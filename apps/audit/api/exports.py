@@ -12,9 +12,9 @@ import uuid
 from django.http import HttpRequest, HttpResponse, QueryDict, StreamingHttpResponse
 from django.utils import timezone
 
-from apps.accounts.authentication import SessionContext
 from apps.audit import exports
 from apps.audit.periods import InvalidParameter, parse_range, text_parameter
+from apps.organizations.authentication import SessionContext
 from apps.organizations.models import Role
 from apps.organizations.tenancy import organization_view
 from apps.teams.models import Team

@@ -16,11 +16,11 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from apps.accounts import services as account_services
 from apps.accounts.forms import ConsoleLoginForm
 from apps.accounts.two_factor import has_two_factor
 from apps.console.access import Console, choose_organization, console_view
 from apps.core.errors import GatewayError
+from apps.organizations.member_sessions import session_issue
 from apps.sso import signin
 from apps.sso.policy import email_domain
 from apps.sso.selectors import active_connection_for_domain
@@ -110,9 +110,7 @@ def account_tokens(request, console: Console):
         "max_days": settings.GATEWAY_SESSION_MAX_AGE_DAYS,
     }
     if request.method == "POST":
-        context["tokens"] = account_services.session_issue(
-            user=console.user, organization_id=console.organization.id
-        )
+        context["tokens"] = session_issue(user=console.user, organization_id=console.organization.id)
         return render(request, "console/account/tokens.html", context, status=201)
     return render(request, "console/account/tokens.html", context)
 

@@ -1,5 +1,5 @@
 """API keys for the feedback endpoint only: an application sends feedback on a request with the key
-that made it. Every other management view refuses API keys (apps/accounts/authentication.py).
+that made it. Every other management view refuses API keys (apps/organizations/authentication.py).
 
 The key is looked up by its SHA-256 digest and compared in constant time, as the proxy does
 (apps/proxy/auth.py), but without the proxy's in-memory cache: feedback is not the hot path."""

@@ -4,10 +4,10 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.accounts.authentication import SessionTokenAuthentication
 from apps.experiments import services
 from apps.experiments.models import Experiment
 from apps.experiments.results import experiment_results
+from apps.organizations.authentication import SessionTokenAuthentication
 from apps.organizations.tenancy import OrganizationScopedViewSet
 
 from .authentication import ApiKeyContext, FeedbackApiKeyAuthentication

@@ -2,6 +2,7 @@ from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from .invitations import OrganizationInvitationViewSet, ReceivedInvitationViewSet
+from .login import LoginView
 from .views import CurrentOrganizationView
 
 router = SimpleRouter(trailing_slash=False)
@@ -11,6 +12,7 @@ router.register(
 router.register("invitations", ReceivedInvitationViewSet, basename="invitation")
 
 urlpatterns = [
+    path("auth/login", LoginView.as_view(), name="auth-login"),
     path("organizations/current", CurrentOrganizationView.as_view(), name="organization-current"),
     *router.urls,
 ]

@@ -1,8 +1,9 @@
-"""Session-token authentication for the management API.
+"""Session-token authentication for the management API: a session is a member's, in one organization.
 
 A session is a simplejwt access token that also names the organization the user signed in to
-(``org_id``); a session ended by a password change or its maximum age is refused (tokens.py). API keys
-are for the proxy only and are refused here with a message that says so.
+(``org_id``); a session ended by a password change or its maximum age is refused
+(apps/accounts/tokens.py). API keys are for the proxy only and are refused here with a message that
+says so. It lives with tenancy, not with the accounts: what it answers is the caller's membership.
 """
 
 from dataclasses import dataclass
@@ -12,9 +13,9 @@ from rest_framework import exceptions
 from rest_framework_simplejwt.authentication import JWTAuthentication
 from rest_framework_simplejwt.tokens import Token
 
-from apps.organizations.models import Membership, Organization
+from apps.accounts.tokens import ORGANIZATION_CLAIM, check_session
 
-from .tokens import ORGANIZATION_CLAIM, check_session
+from .models import Membership, Organization
 
 
 @dataclass(frozen=True)

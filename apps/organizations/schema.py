@@ -4,7 +4,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
 
 class SessionTokenScheme(OpenApiAuthenticationExtension):
-    target_class = "apps.accounts.authentication.SessionTokenAuthentication"
+    target_class = "apps.organizations.authentication.SessionTokenAuthentication"
     name = "sessionToken"
 
     def get_security_definition(self, auto_schema):

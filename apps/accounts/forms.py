@@ -2,13 +2,14 @@ from allauth.account.forms import LoginForm
 from django import forms
 from django.core.exceptions import ValidationError
 
-from apps.sso.policy import password_sign_in_refusal
+from .password_rules import password_sign_in_refusal
 
 
 class ConsoleLoginForm(LoginForm):
     """allauth's login form (fields ``login`` and ``password``), plus the organization's rule that
-    its members sign in through single sign-on (``require_sso``). The rule is checked only once the
-    password is right, so it tells a guesser nothing about the account."""
+    its members sign in through single sign-on (``require_sso``, registered by apps/sso in
+    apps/accounts/password_rules.py). The rule is checked only once the password is right, so it
+    tells a guesser nothing about the account."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -10,9 +10,9 @@ from django.http import HttpRequest
 
 from apps.accounts import login_throttle, two_factor
 from apps.accounts.models import User
+from apps.accounts.password_rules import password_refusals
 from apps.accounts.tokens import SessionRefreshToken
 from apps.core.errors import AuthenticationFailed, PermissionDenied, RateLimited
-from apps.sso.policy import password_refusals
 
 from .models import Membership
 
@@ -37,8 +37,8 @@ def session_login(
     if user is None:
         raise AuthenticationFailed("Email or password is incorrect.", code="invalid_credentials")
     # Only now, with the right password: an organization's rule that its members use single
-    # sign-on (apps/sso/policy.py, with the owners' break-glass), for that organization's sessions
-    # only; then the account's second factor.
+    # sign-on (apps/sso/policy.py, with the owners' break-glass, through apps/accounts/password_rules.py),
+    # for that organization's sessions only; then the account's second factor.
     refusals = password_refusals(user)
     memberships = Membership.objects.filter(user=user).exclude(organization_id__in=refusals)
     if organization_id is not None:

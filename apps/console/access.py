@@ -118,3 +118,9 @@ def console_view(*, role: Role = Role.MEMBER, methods: Iterable[str] = ("GET",))
         return wrapper
 
     return decorate
+
+
+def console_context(request: HttpRequest) -> dict:
+    """The console's navigation on the pages accounts serves for a signed-in person (allauth's
+    two-factor and reauthentication pages, apps/accounts/views.py); registered in apps/console/apps.py."""
+    return {"console": console_of(request)}

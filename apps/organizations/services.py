@@ -15,8 +15,8 @@ from apps.core.errors import Conflict, InvalidRequest, NotFound
 from apps.core.generations import bump_generation
 from apps.core.model_patterns import checked_model_patterns
 from apps.limits.services import UNSET, limits_set
-from apps.teams.models import TeamMembership
 
+from .departures import depart
 from .models import Invitation, InvitationStatus, Membership, Organization, Role, invitation_token_digest
 
 
@@ -153,22 +153,20 @@ def membership_change_role(*, membership: Membership, role: str) -> Membership:
 
 @transaction.atomic
 def membership_remove(*, membership: Membership) -> None:
-    """Removes the member from the organization and from its teams; the account itself stays (it may
-    belong to other organizations). The last owner cannot be removed."""
+    """Removes the member from the organization and from its teams (apps/organizations/departures.py);
+    the account itself stays (it may belong to other organizations). The last owner cannot be removed."""
     owners = _owner_ids_locked(membership.organization_id)
     membership.refresh_from_db(fields=["role"])
     if membership.role == Role.OWNER and owners == [membership.id]:
         raise _last_owner()
-    TeamMembership.objects.filter(
-        user_id=membership.user_id, team__organization_id=membership.organization_id
-    ).delete()
+    depart(user_id=membership.user_id, organization_id=membership.organization_id)  # its teams
     membership.delete()
 
 
 def account_memberships_end(user: User) -> None:
     """What a reclaimed account leaves here (``account_reclaim``, apps/accounts/services.py, in its
     transaction): every team and every organization. Registered in apps/organizations/apps.py."""
-    TeamMembership.objects.filter(user=user).delete()
+    depart(user_id=user.pk, organization_id=None)  # every team
     Membership.objects.filter(user=user).delete()
 
 

@@ -108,3 +108,12 @@ def team_member_add(*, team: Team, user: User) -> TeamMembership:
 
 def team_member_remove(*, membership: TeamMembership) -> None:
     membership.delete()
+
+
+def team_memberships_end(*, user_id, organization_id) -> None:
+    """A member leaving an organization (``organization_id``; None: every organization, a reclaimed
+    account) leaves its teams (apps/organizations/departures.py, registered in apps/teams/apps.py)."""
+    memberships = TeamMembership.objects.filter(user_id=user_id)
+    if organization_id is not None:
+        memberships = memberships.filter(team__organization_id=organization_id)
+    memberships.delete()

@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "apps.experiments",
     "apps.sso",
     "apps.console",
+    "apps.organization_settings",
     "apps.proxy",
     "apps.outbox",
     "apps.audit",

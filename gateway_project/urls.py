@@ -8,6 +8,7 @@ from gateway_project import health
 api_v1 = [
     path("", include("apps.accounts.api.urls")),
     path("", include("apps.organizations.api.urls")),
+    path("", include("apps.organization_settings.api.urls")),
     path("", include("apps.teams.api.urls")),
     path("", include("apps.keys.api.urls")),
     path("", include("apps.providers.api.urls")),

@@ -14,7 +14,6 @@ from apps.accounts.models import User
 from apps.core.errors import Conflict, InvalidRequest, NotFound
 from apps.core.generations import bump_generation
 from apps.core.model_patterns import checked_model_patterns
-from apps.limits.services import UNSET, limits_set
 
 from .departures import depart
 from .models import Invitation, InvitationStatus, Membership, Organization, Role, invitation_token_digest
@@ -48,22 +47,6 @@ def organization_update(*, organization: Organization, **changes) -> Organizatio
         setattr(organization, field, value)
     organization.save(update_fields=[*changes, "updated_at"])
     bump_generation(organization.id)  # allowed regions and models shape routing
-    return organization
-
-
-def organization_settings_update(
-    *, organization: Organization, budget=UNSET, rate_limits=UNSET, default_price=UNSET, **changes
-) -> Organization:
-    """The organization's name and settings with its own budget and rate limits and its default price
-    for unpriced models (``catalog.services.default_price_set``), in one transaction: a budget
-    ``limits_set`` refuses leaves the other settings unchanged too."""
-    from apps.catalog.services import default_price_set  # the catalog's models import this app's
-
-    with transaction.atomic():
-        organization_update(organization=organization, **changes)
-        limits_set(organization=organization, budget=budget, rate_limits=rate_limits)
-        if default_price is not UNSET:
-            default_price_set(organization=organization, price=default_price)
     return organization
 
 

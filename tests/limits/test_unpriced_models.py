@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from apps.catalog.pricing import COST_QUANTUM, MILLION
 from apps.limits import services as limits_services
-from apps.organizations import services as organization_services
+from apps.organization_settings import services as organization_settings_services
 from apps.proxy.settling import wait_for_settlements
 from apps.proxy.upstream import close_sessions
 from gateway_project.asgi import application
@@ -24,7 +24,7 @@ from tests.proxy.conftest import add_alias_async, add_provider_key_async, bearer
 pytestmark = pytest.mark.django_db(transaction=True)
 
 set_limits = database_sync_to_async(limits_services.limits_set)
-set_settings = database_sync_to_async(organization_services.organization_settings_update)
+set_settings = database_sync_to_async(organization_settings_services.organization_settings_update)
 
 
 def chat(model: str, **extra) -> dict:

@@ -33,8 +33,9 @@ from apps.limits.api.serializers import attached_limits, nested_under
 from apps.limits.models import BudgetPeriod, Scope
 from apps.limits.services import UNSET
 from apps.limits.usage import usage_of
+from apps.organization_settings import services as settings_services
+from apps.organization_settings.api.serializers import OrganizationSerializer
 from apps.organizations import selectors, services
-from apps.organizations.api.serializers import OrganizationSerializer
 from apps.organizations.models import FailMode, LogBodies, Membership, Role
 
 FLAGS = ("cache_enabled", "cache_any_temperature", "cache_semantic_enabled")
@@ -119,7 +120,7 @@ def organization_settings_update(request, console: Console):
     default_price = changes.pop("default_price", UNSET)
     try:
         try:
-            services.organization_settings_update(
+            settings_services.organization_settings_update(
                 organization=organization,
                 budget=budget,
                 rate_limits=rate_limits,

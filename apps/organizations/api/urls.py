@@ -3,7 +3,6 @@ from rest_framework.routers import SimpleRouter
 
 from .invitations import OrganizationInvitationViewSet, ReceivedInvitationViewSet
 from .login import LoginView
-from .views import CurrentOrganizationView
 
 router = SimpleRouter(trailing_slash=False)
 router.register(
@@ -13,6 +12,5 @@ router.register("invitations", ReceivedInvitationViewSet, basename="invitation")
 
 urlpatterns = [
     path("auth/login", LoginView.as_view(), name="auth-login"),
-    path("organizations/current", CurrentOrganizationView.as_view(), name="organization-current"),
     *router.urls,
 ]

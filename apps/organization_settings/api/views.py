@@ -1,3 +1,6 @@
+"""``/api/v1/organizations/current``: the organization of the session, with its settings of every
+domain (serializers.py); a change goes through ``organization_settings_update`` (services.py)."""
+
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics
 from rest_framework.response import Response
@@ -5,7 +8,7 @@ from rest_framework.response import Response
 from apps.core.errors import InvalidRequest
 from apps.limits.api.serializers import nested_under
 from apps.limits.services import UNSET
-from apps.organizations import services
+from apps.organization_settings import services
 from apps.organizations.models import Organization
 from apps.organizations.tenancy import OrganizationScopedMixin
 

@@ -1,0 +1,103 @@
+"""The Django admin's organization page: its settings, its members (read only) and its budget and rate
+limits (apps/limits), so it lives here, above both; members and invitations are apps/organizations/admin.py.
+Writes go through the organizations' services."""
+
+from django import forms
+from django.contrib import admin
+
+from apps.accounts.models import User
+from apps.core.admin_mixins import DataRegionsField, ModelPatternsField, ServiceAdmin
+from apps.limits.admin import limits_summary
+from apps.limits.selectors import limits_of
+from apps.organizations import services
+from apps.organizations.models import Membership, Organization
+
+
+class MembershipInline(admin.TabularInline):
+    """The organization's members, read only: members are added, changed and removed through the
+    membership services (the Membership admin below, the console), which keep the last owner."""
+
+    model = Membership
+    extra = 0
+    fields = readonly_fields = ("user", "role", "created_at")
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class OrganizationForm(forms.ModelForm):
+    """The API's rules for the settings; the slug is made from the name when the organization is
+    created, as the API does."""
+
+    log_retention_days = forms.IntegerField(min_value=1, max_value=3650, initial=30)
+    allowed_data_regions = DataRegionsField()
+    allowed_models = ModelPatternsField()
+
+    class Meta:
+        model = Organization
+        fields = (
+            "name",
+            "slug",
+            "plan",
+            "log_bodies",
+            "log_retention_days",
+            "allowed_data_regions",
+            "allowed_models",
+            "limits_fail_mode",
+        )
+
+
+class OrganizationAddForm(OrganizationForm):
+    owner = forms.ModelChoiceField(User.objects.all(), help_text="Becomes the organization's owner.")
+
+    class Meta(OrganizationForm.Meta):
+        fields = (
+            "name",
+            "owner",
+            "plan",
+            "log_bodies",
+            "log_retention_days",
+            "allowed_data_regions",
+            "allowed_models",
+        )
+
+
+@admin.register(Organization)
+class OrganizationAdmin(ServiceAdmin):
+    """Writes go through the services: a change of the allowed regions or body logging reaches
+    every proxy worker on its next request, and a deleted organization's keys stop at once."""
+
+    form = OrganizationForm
+    list_display = ("name", "slug", "plan", "log_bodies", "log_retention_days", "created_at")
+    list_filter = ("plan", "log_bodies")
+    search_fields = ("name", "slug")
+    readonly_fields = ("id", "created_at", "updated_at", "budget_and_rate_limits")
+    inlines = (MembershipInline,)
+
+    @admin.display(description="Budget and rate limits")
+    def budget_and_rate_limits(self, obj: Organization) -> str:
+        if obj.pk is None:
+            return "Set once the organization exists."
+        return limits_summary(limits_of(organization=obj), organization=obj.pk)
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        if obj is None:
+            kwargs["form"] = OrganizationAddForm
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_inlines(self, request, obj):
+        # The owner is chosen on the add page; further members once the organization exists.
+        return self.inlines if obj is not None else ()
+
+    def service_create(self, request, form) -> Organization:
+        settings = {name: form.cleaned_data[name] for name in OrganizationAddForm.Meta.fields}
+        return services.organization_create(
+            name=settings.pop("name"), owner=settings.pop("owner"), **settings
+        )
+
+    def service_update(self, request, obj: Organization, form, changes: dict) -> None:
+        services.organization_update(organization=obj, **changes)
+
+    def service_delete(self, request, obj: Organization) -> None:
+        services.organization_delete(organization=obj)

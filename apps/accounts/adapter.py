@@ -88,3 +88,9 @@ def reencrypt_authenticator_data(data: dict) -> dict:
     if data.get("migrated_codes"):
         data["migrated_codes"] = [crypto.reencrypt(code) for code in data["migrated_codes"]]
     return data
+
+
+def reencrypt_authenticator(row, fields: tuple[str, ...]) -> None:
+    """``manage.py reencrypt_secrets``'s step for one ``Authenticator`` (registered in
+    apps/accounts/apps.py)."""
+    row.data = reencrypt_authenticator_data(row.data)

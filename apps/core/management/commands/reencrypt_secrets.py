@@ -6,54 +6,16 @@ connections' client secrets, and the two-factor secrets allauth keeps in ``Authe
 Rotating the encryption key: put the new key first, deploy, run this, then drop the old key
 (apps/core/crypto.py). The plaintext never changes, so routing, signatures, single sign-on and
 two-factor codes are not disturbed, and no configuration generation is bumped.
+
+Each app registers the secrets it stores in apps/core/stored_secrets.py (in its ``AppConfig.ready``);
+the command asks the registry, so core imports none of them.
 """
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
-from allauth.mfa.models import Authenticator
 from django.core.management.base import BaseCommand, CommandError
-from django.db import models, transaction
+from django.db import transaction
 
-from apps.accounts.adapter import reencrypt_authenticator_data
 from apps.core import crypto
-from apps.providers.models import ProviderKey
-from apps.sso.models import SsoConnection
-from apps.webhooks.models import Webhook
-
-
-def _reencrypt_tokens(row: models.Model, fields: tuple[str, ...]) -> None:
-    """Each field holds one Fernet token, or nothing (a webhook that was never rolled)."""
-    for field in fields:
-        token = getattr(row, field)
-        if token:
-            setattr(row, field, crypto.reencrypt(token))
-
-
-def _reencrypt_authenticator(row: Authenticator, fields: tuple[str, ...]) -> None:
-    row.data = reencrypt_authenticator_data(row.data)
-
-
-@dataclass(frozen=True)
-class StoredSecrets:
-    rows: models.QuerySet  # the rows that hold them (lazy; cloned for every batch)
-    fields: tuple[str, ...]  # the columns written back
-    label: str  # what the report calls one row's secrets
-    reencrypt: Callable[[models.Model, tuple[str, ...]], None] = _reencrypt_tokens
-
-
-SECRETS: tuple[StoredSecrets, ...] = (
-    StoredSecrets(ProviderKey.objects.all(), ("secret_encrypted",), "provider key"),
-    StoredSecrets(Webhook.objects.all(), ("secret_encrypted", "previous_secret_encrypted"), "webhook"),
-    StoredSecrets(SsoConnection.objects.all(), ("client_secret_encrypted",), "SSO connection"),
-    # WebAuthn keys are public keys, stored in clear by allauth; the gateway does not offer them.
-    StoredSecrets(
-        Authenticator.objects.filter(type__in=(Authenticator.Type.TOTP, Authenticator.Type.RECOVERY_CODES)),
-        ("data",),
-        "two-factor authenticator",
-        _reencrypt_authenticator,
-    ),
-)
+from apps.core.stored_secrets import StoredSecrets, registered
 
 
 class Command(BaseCommand):
@@ -68,7 +30,7 @@ class Command(BaseCommand):
     def handle(self, *args, batch_size: int, **options) -> None:
         if batch_size < 1:
             raise CommandError("--batch-size must be at least 1.")
-        for secrets in SECRETS:
+        for secrets in registered.values():
             done = self._reencrypt(secrets, batch_size)
             self.stdout.write(f"Re-encrypted {done} {secrets.label} secret(s).")
 

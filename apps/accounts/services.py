@@ -17,16 +17,18 @@ def session_refresh(*, refresh_token: str) -> dict[str, str]:
     """Rotates a session's pair: the old refresh token is blacklisted, the new one keeps the session's
     start, organization and password digest (apps/accounts/tokens.py)."""
     try:
-        refresh = SessionRefreshToken(refresh_token)
+        refresh = SessionRefreshToken(refresh_token)  # type: ignore[arg-type]  # simplejwt's hint: a str is what it takes
     except TokenError as error:
         raise _invalid_refresh_token() from error
-    user = User.objects.filter(pk=refresh.get(settings.SIMPLE_JWT["USER_ID_CLAIM"]), is_active=True).first()
+    user = User.objects.filter(
+        pk=refresh.get(str(settings.SIMPLE_JWT["USER_ID_CLAIM"])), is_active=True
+    ).first()
     if user is None:
         raise AuthenticationFailed("The session's user no longer exists.", code="token_not_valid")
     check_session(refresh, user)
     access = refresh.access_token
-    _, blacklisted_now = refresh.blacklist()
-    if not blacklisted_now:  # a concurrent refresh of the same token won the race
+    _, blacklisted_now = refresh.blacklist()  # type: ignore[misc]  # get_or_create's pair, whatever the hint says
+    if not blacklisted_now:  # type: ignore[has-type]  # a concurrent refresh of the same token won the race
         raise _invalid_refresh_token()
     refresh.set_jti()
     refresh.set_exp()
@@ -37,7 +39,7 @@ def session_refresh(*, refresh_token: str) -> dict[str, str]:
 
 def session_logout(*, refresh_token: str) -> None:
     try:
-        SessionRefreshToken(refresh_token).blacklist()
+        SessionRefreshToken(refresh_token).blacklist()  # type: ignore[arg-type]  # as above
     except TokenError as error:
         raise _invalid_refresh_token() from error
 

@@ -190,8 +190,8 @@ def _insert(payloads: list[dict[str, Any]]) -> None:
         return
     database = connections["default"]  # the real connection: the proxy object costs a lookup per use
     fields = AuditEntry._meta.concrete_fields
-    table = database.ops.quote_name(AuditEntry._meta.db_table)
-    columns = ", ".join(database.ops.quote_name(field.column) for field in fields)
+    table = database.ops.quote_name(str(AuditEntry._meta.db_table))
+    columns = ", ".join(database.ops.quote_name(str(field.column)) for field in fields)
     placeholders = ", ".join(["%s"] * len(fields))
     # Names come from the model, values are bound parameters.
     sql = f"INSERT INTO {table} ({columns}) VALUES ({placeholders}) ON CONFLICT DO NOTHING"  # noqa: S608

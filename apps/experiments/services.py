@@ -200,6 +200,7 @@ def experiment_promote(*, experiment: Experiment, variant: str, user=None) -> Ex
 
 def _promote_prompt(experiment: Experiment, winner: Variant, user) -> dict:
     template = experiment.target_template
+    assert template is not None  # an experiment on a prompt has its template
     label = template.labels.select_related("version").filter(name=DEFAULT_LABEL).first()
     before = label.version.number if label is not None else None
     after = winner.prompt_version if winner.prompt_version is not None else before
@@ -252,7 +253,7 @@ def _finish(experiment: Experiment, *, now=None) -> None:
     experiment.save()
     bump_generation(experiment.organization_id)
     data = _event_data(experiment) | {
-        "winner": experiment.winner.name if experiment.winner_id else None,
+        "winner": experiment.winner.name if experiment.winner is not None else None,
         "promoted": experiment.promoted_at is not None,
     }
     raise_event_on_commit(experiment.organization_id, EventType.EXPERIMENT_COMPLETED, data)
@@ -284,7 +285,7 @@ def _event_data(experiment: Experiment) -> dict:
 
 
 def target_of(experiment: Experiment) -> dict:
-    if experiment.target_template_id is not None:
+    if experiment.target_template is not None:
         return {"prompt": experiment.target_template.slug}
     return {"model": experiment.target_model}
 
@@ -299,7 +300,7 @@ def _locked(experiment: Experiment) -> Experiment:
     )
 
 
-_VERBS = {
+_VERBS: dict[str, str] = {
     ExperimentStatus.DRAFT: "is a draft",
     ExperimentStatus.RUNNING: "is running",
     ExperimentStatus.PAUSED: "is paused",
@@ -377,10 +378,9 @@ def _variants(experiment: Experiment, variants, errors: dict) -> list[dict]:
     if not isinstance(variants, list | tuple) or not VARIANTS_MIN <= len(variants) <= VARIANTS_MAX:
         errors["variants"] = [f"A list of {VARIANTS_MIN} to {VARIANTS_MAX} variants, the control first."]
         return []
-    prompt_target = experiment.target_template is not None
-    versions = (
-        set(experiment.target_template.versions.values_list("number", flat=True)) if prompt_target else set()
-    )
+    template = experiment.target_template
+    prompt_target = template is not None
+    versions = set(template.versions.values_list("number", flat=True)) if template is not None else set()
     models = {
         variant["model"]
         for variant in variants
@@ -551,7 +551,7 @@ def _feedback_merge(
             .first()
         )
         created = feedback is None
-        if created:
+        if feedback is None:
             feedback = Feedback(organization_id=organization_id, request_id=request_id)
         if score is not None:
             feedback.score = float(score)

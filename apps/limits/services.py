@@ -30,7 +30,8 @@ def validated_budget(budget: dict | None) -> dict | None:
         raise invalid_field(
             "budget.amount_usd", "A budget is a positive amount of US dollars, below 100,000,000."
         )
-    if amount.as_tuple().exponent < -6:
+    exponent = amount.as_tuple().exponent  # an int: the amount is finite
+    if isinstance(exponent, int) and exponent < -6:
         raise invalid_field("budget.amount_usd", "At most 6 decimal places.")
     period = budget["period"]
     if period not in BudgetPeriod.values:

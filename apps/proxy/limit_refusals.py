@@ -25,7 +25,11 @@ class LimitsUnavailable(GatewayError):
     code = "limits_unavailable"
 
 
-_SCOPE_NAMES = {Scope.API_KEY: "API key", Scope.TEAM: "team", Scope.ORGANIZATION: "organization"}
+_SCOPE_NAMES: dict[str, str] = {
+    Scope.API_KEY: "API key",
+    Scope.TEAM: "team",
+    Scope.ORGANIZATION: "organization",
+}
 
 
 def rate_limited(state: RateState) -> GatewayError:

@@ -6,21 +6,20 @@ organization's entries.
 
 Latency percentiles are ``percentile_cont`` on PostgreSQL. SQLite has no such aggregate, so the
 embedded default reads the range's latencies in order and interpolates the same way in Python: fine
-for the small volumes SQLite is meant for, not for millions of rows.
+for the small volumes SQLite is meant for, not for millions of rows (``apps/core/percentiles.py``
+chooses by the connection).
 """
 
-import itertools
-import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db import connections
-from django.db.models import Aggregate, Count, F, FloatField, Q, QuerySet, Sum
+from django.db.models import Aggregate, Count, F, Q, QuerySet, Sum
 from django.db.models.functions import TruncDay, TruncHour
 from django.utils import timezone
+
+from apps.core.percentiles import percentiles_for
 
 from .models import AuditEntry, SpendRollup
 from .rollups import hour_of
@@ -119,29 +118,6 @@ def log_summaries(entries: QuerySet[AuditEntry]) -> QuerySet[AuditEntry]:
 # Aggregates ---------------------------------------------------------------------------------------
 
 
-class PercentileCont(Aggregate):
-    """PostgreSQL's ``percentile_cont(fraction) WITHIN GROUP (ORDER BY expression)``."""
-
-    function = "percentile_cont"
-    name = "PercentileCont"
-    output_field = FloatField()
-    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
-
-    def __init__(self, expression, fraction: float, **extra):
-        # A number of ours, never user input: safe to place in the SQL text.
-        super().__init__(expression, fraction=float(fraction), **extra)
-
-
-def percentile_cont(ordered: Sequence[float], fraction: float) -> float | None:
-    """The same interpolation as ``percentile_cont``, over values sorted ascending."""
-    if not ordered:
-        return None
-    position = fraction * (len(ordered) - 1)
-    lower = math.floor(position)
-    upper = min(lower + 1, len(ordered) - 1)
-    return ordered[lower] + (ordered[upper] - ordered[lower]) * (position - lower)
-
-
 _GROUP_EXPRESSIONS = {
     "hour": lambda: TruncHour("created_at", tzinfo=UTC),
     "day": lambda: TruncDay("created_at", tzinfo=UTC),
@@ -152,7 +128,7 @@ _GROUP_EXPRESSIONS = {
     "prompt": lambda: F("prompt_template"),
 }
 
-_PERCENTILES = {"latency_p50_ms": 0.5, "latency_p95_ms": 0.95}
+_PERCENTILES = {"latency_p50_ms": ("latency_ms", 0.5, None), "latency_p95_ms": ("latency_ms", 0.95, None)}
 
 
 def _usage_aggregates() -> dict[str, Aggregate]:
@@ -167,36 +143,24 @@ def _usage_aggregates() -> dict[str, Aggregate]:
     }
 
 
-def _has_percentile_cont(entries: QuerySet) -> bool:
-    return connections[entries.db].vendor == "postgresql"
-
-
 def usage_overview(entries: QuerySet[AuditEntry], *, group_by: str | None = None) -> dict[str, Any]:
     """Spend, requests, tokens, error rate, latency p50/p95 and cache hit rate of ``entries``, in
     total and, with ``group_by``, per group (groups without entries are left out)."""
     entries = entries.order_by()
-    in_database = _has_percentile_cont(entries)
-    aggregates = _usage_aggregates()
-    if in_database:
-        aggregates |= {name: PercentileCont("latency_ms", f) for name, f in _PERCENTILES.items()}
+    percentiles = percentiles_for(entries)
+    aggregates = _usage_aggregates() | percentiles.aggregates(_PERCENTILES)
 
     total = entries.aggregate(**aggregates)
-    if not in_database:
-        total |= _percentiles(entries.order_by("latency_ms").values_list("latency_ms", flat=True))
+    total |= percentiles.totals(entries, _PERCENTILES)
     result: dict[str, Any] = {"totals": _usage_numbers(total)}
     if group_by is None:
         return result
 
     grouped = entries.annotate(bucket=_GROUP_EXPRESSIONS[group_by]()).values("bucket")
     rows = list(grouped.annotate(**aggregates).order_by("bucket"))
-    if not in_database:
-        latencies = grouped.order_by("bucket", "latency_ms").values_list("bucket", "latency_ms")
-        by_bucket = {
-            bucket: _percentiles(latency for _, latency in pairs)
-            for bucket, pairs in itertools.groupby(latencies.iterator(), key=lambda pair: pair[0])
-        }
-        for row in rows:
-            row |= by_bucket.get(row["bucket"], {})
+    by_bucket = percentiles.per_group(grouped, _PERCENTILES)
+    for row in rows:
+        row |= by_bucket.get(row["bucket"], {})
     result["groups"] = _ordered_groups(
         [{"key": _group_key(row["bucket"]), **_usage_numbers(row)} for row in rows], group_by
     )
@@ -264,11 +228,6 @@ def _policy_actions(decisions: Any) -> set[tuple[str, str]]:
 
 
 # Shaping ------------------------------------------------------------------------------------------
-
-
-def _percentiles(ordered_latencies: Iterable[float]) -> dict[str, float | None]:
-    ordered = list(ordered_latencies)
-    return {name: percentile_cont(ordered, fraction) for name, fraction in _PERCENTILES.items()}
 
 
 def _ratio(part: int, whole: int) -> float:

@@ -7,17 +7,23 @@ its timeout to every request.
 
 The purge epoch (in every entry's key, apps/cache/keys.py) lives beside the entries; the proxy reads
 it with its configuration (``cache_epoch``) and a purge increments it (``epoch_increment``).
+
+One interface, ``SharedTier``, and two implementations chosen once by ``shared_tier()``
+(``apps/core/backends.py``): ``SharedCache`` in Redis, and ``NoSharedTier`` for the embedded default,
+whose one server process shares its L1 already.
 """
 
 import asyncio
 import logging
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 import redis
 import redis.asyncio as aioredis
 from django.conf import settings
 
+from apps.core.backends import backend
 from apps.core.redis import async_client, redis_key, sync_client
 
 from .answers import CachedAnswer
@@ -29,7 +35,48 @@ PAUSE_AFTER_FAILURE_SECONDS = 1.0
 WARNING_INTERVAL_SECONDS = 60.0
 
 
+class SharedTier(Protocol):
+    async def get(self, key: str) -> CachedAnswer | None:
+        """The entry, or None: a miss, also when the tier cannot be read (never raises)."""
+        ...
+
+    async def put(self, key: str, answer: CachedAnswer, ttl_seconds: int) -> bool:
+        """False when the entry was not stored (too large, no tier, the tier failing); never raises."""
+        ...
+
+    def epoch(self, organization_id) -> int | None:
+        """The organization's purge epoch, for the proxy's configuration load (synchronous); None
+        when it could not be read, and then the tier must be skipped, or entries written before a
+        purge could be served again."""
+        ...
+
+    def epoch_increment(self, organization_id) -> int:
+        """A new epoch: every entry of the organization unreachable at once; returns it. Raises
+        ``redis.RedisError`` when the tier cannot be reached."""
+        ...
+
+
+class NoSharedTier:
+    """The embedded default's: no tier shared between processes (there is one), so every read is a
+    miss, every write is dropped, and the epoch is always 0."""
+
+    async def get(self, key: str) -> CachedAnswer | None:
+        return None
+
+    async def put(self, key: str, answer: CachedAnswer, ttl_seconds: int) -> bool:
+        return False
+
+    def epoch(self, organization_id) -> int | None:
+        return 0
+
+    def epoch_increment(self, organization_id) -> int:
+        return 0
+
+
 class SharedCache:
+    """The tier in Redis. ``client``: where the asynchronous client comes from (a seam for the
+    tests); the epochs use the synchronous one."""
+
     def __init__(
         self,
         client: Callable[[], aioredis.Redis | None] = async_client,
@@ -87,34 +134,34 @@ class SharedCache:
             return False
         return True
 
+    def epoch(self, organization_id) -> int | None:
+        try:
+            value = sync_client().get(epoch_key(organization_id))
+        except redis.RedisError as error:
+            logger.warning("Reading the cache epoch failed (%s)", type(error).__name__)
+            return None
+        return int(value) if value is not None else 0
 
-# The proxy's: one per process (the client underneath is one per event loop).
-shared_cache = SharedCache()
+    def epoch_increment(self, organization_id) -> int:
+        return int(sync_client().incr(epoch_key(organization_id)))
 
 
 def epoch_key(organization_id) -> str:
     return redis_key("cache-epoch", str(organization_id))
 
 
+# The proxy's: one per process (the client underneath is one per event loop).
+shared_cache = SharedCache()
+no_shared_tier = NoSharedTier()
+# This deployment's: the one function that chooses.
+shared_tier = backend(lambda: no_shared_tier, lambda: shared_cache)
+
+
 def cache_epoch(organization_id) -> int | None:
-    """The organization's purge epoch, for the proxy's configuration load (synchronous): 0 without
-    Redis; None when Redis could not be read, and then L2 must be skipped, or entries written
-    before a purge could be served again."""
-    client = sync_client()
-    if client is None:
-        return 0
-    try:
-        value = client.get(epoch_key(organization_id))
-    except redis.RedisError as error:
-        logger.warning("Reading the cache epoch failed (%s)", type(error).__name__)
-        return None
-    return int(value) if value is not None else 0
+    """``SharedTier.epoch`` of this deployment's tier."""
+    return shared_tier().epoch(organization_id)
 
 
 def epoch_increment(organization_id) -> int:
-    """A new epoch: every L2 entry of the organization unreachable at once. 0 without Redis (there
-    is no L2 then). Raises ``redis.RedisError`` when Redis cannot be reached."""
-    client = sync_client()
-    if client is None:
-        return 0
-    return int(client.incr(epoch_key(organization_id)))
+    """``SharedTier.epoch_increment`` of this deployment's tier."""
+    return shared_tier().epoch_increment(organization_id)

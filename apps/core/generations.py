@@ -17,15 +17,19 @@ would have to have been bumped about a million times a second to reach it), so a
 always a change; the workers compare generations for equality only (``ConfigStore``).
 
 Without Redis the counter lives in this process, which is the only server process of the
-embedded default.
+embedded default. The bump has one interface, ``Generations``, and two implementations chosen once by
+``generations()`` (``apps/core/backends.py``); the readers are ``apps/keys/revocation.py`` and the
+limits counters' admission.
 """
 
 import random
 import time
 from collections import defaultdict
+from typing import Protocol
 
 from django.db import transaction
 
+from apps.core.backends import backend
 from apps.core.redis import redis_key, sync_client
 
 _local: defaultdict[str, int] = defaultdict(int)
@@ -56,14 +60,33 @@ def local_generation(organization_id: str) -> int:
     return _local[str(organization_id)]
 
 
+class Generations(Protocol):
+    def bump(self, organization_id: str) -> None:
+        """The organization's generation changes, now (``bump_generation`` waits for the commit).
+        Raises ``redis.RedisError`` when Redis cannot be reached."""
+        ...
+
+
+class LocalGenerations:
+    def bump(self, organization_id: str) -> None:
+        _local[str(organization_id)] += 1
+
+
+class RedisGenerations:
+    def bump(self, organization_id: str) -> None:
+        # This process's own count moves too, as it always has: ``local_generation`` is what the
+        # embedded implementations read, and it must not depend on which one ran before.
+        _local[str(organization_id)] += 1
+        sync_client().eval(BUMP, 1, generation_key(organization_id), new_seed())
+
+
+local_generations = LocalGenerations()
+redis_generations = RedisGenerations()
+# This deployment's: the one function that chooses.
+generations = backend(lambda: local_generations, lambda: redis_generations)
+
+
 def bump_generation(organization_id) -> None:
     """Schedules the bump for when the surrounding transaction commits (at once outside one)."""
     organization_id = str(organization_id)
-
-    def bump() -> None:
-        _local[organization_id] += 1
-        client = sync_client()
-        if client is not None:
-            client.eval(BUMP, 1, generation_key(organization_id), new_seed())
-
-    transaction.on_commit(bump)
+    transaction.on_commit(lambda: generations().bump(organization_id))

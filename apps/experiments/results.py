@@ -11,13 +11,12 @@ import math
 from decimal import Decimal
 from typing import Any
 
-from django.db import connections
 from django.db.models import Avg, Count, F, FloatField, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Cast
 from scipy import stats
 
 from apps.audit.models import AuditEntry
-from apps.audit.selectors import PercentileCont, percentile_cont
+from apps.core.percentiles import percentiles_for
 
 from .models import Experiment, Feedback
 
@@ -70,12 +69,11 @@ def experiment_results(experiment: Experiment) -> dict[str, Any]:
         )
     }
     feedback = _feedback(experiment, entries)
-    in_database = connections[entries.db].vendor == "postgresql"
     summaries = []
     for variant in variants:
         row = rows.get(variant.name) or {}
         of_variant = entries.filter(experiment_variant=variant.name)
-        summaries.append(_summary(variant, row, feedback.get(variant.name) or {}, of_variant, in_database))
+        summaries.append(_summary(variant, row, feedback.get(variant.name) or {}, of_variant))
     comparisons = []
     control = summaries[0] if summaries else None
     for summary in summaries[1:]:
@@ -104,11 +102,11 @@ def experiment_results(experiment: Experiment) -> dict[str, Any]:
 # --- Per variant -----------------------------------------------------------------------------------
 
 
-def _summary(variant, row: dict, feedback: dict, entries, in_database: bool) -> dict:
+def _summary(variant, row: dict, feedback: dict, entries) -> dict:
     n = row.get("n", 0)
     errors = row.get("errors", 0)
     cost_sum = row.get("cost_sum") or Decimal(0)
-    quantiles = _quantiles(entries, n, row.get("ttft_n", 0), in_database) if n else {}
+    quantiles = _quantiles(entries, n, row.get("ttft_n", 0)) if n else {}
     latency = _moments(n, row.get("latency_mean"), row.get("latency_sq"))
     cost = _moments(n, float(cost_sum) / n if n else None, row.get("cost_sq"))
     scored = feedback.get("scored", 0)
@@ -194,32 +192,18 @@ def quantile_fractions(q: float, n: int) -> tuple[float, float]:
     return max(q - half, 0.0), min(q + half, 1.0)
 
 
-def _quantiles(entries, n: int, ttft_n: int, in_database: bool) -> dict:
+def _quantiles(entries, n: int, ttft_n: int) -> dict:
     wanted = {"p50": ("latency_ms", 0.5, n, None), "p95": ("latency_ms", 0.95, n, None)}
-    streamed = Q(stream=True, ttft_ms__isnull=False)
     if ttft_n:
-        wanted["ttft_p50"] = ("ttft_ms", 0.5, ttft_n, streamed)
+        wanted["ttft_p50"] = ("ttft_ms", 0.5, ttft_n, Q(stream=True, ttft_ms__isnull=False))
     fractions = {}
     for name, (column, q, count, condition) in wanted.items():
         low, high = quantile_fractions(q, count)
         fractions[name] = (column, q, condition)
         fractions[f"{name}_low"] = (column, low, condition)
         fractions[f"{name}_high"] = (column, high, condition)
-    if in_database:
-        values = entries.aggregate(
-            **{
-                name: PercentileCont(column, q, filter=condition)
-                for name, (column, q, condition) in fractions.items()
-            }
-        )
-    else:
-        ordered = {
-            "latency_ms": list(entries.order_by("latency_ms").values_list("latency_ms", flat=True)),
-            "ttft_ms": list(entries.filter(streamed).order_by("ttft_ms").values_list("ttft_ms", flat=True))
-            if ttft_n
-            else [],
-        }
-        values = {name: percentile_cont(ordered[column], q) for name, (column, q, _) in fractions.items()}
+    percentiles = percentiles_for(entries)
+    values = entries.aggregate(**percentiles.aggregates(fractions)) | percentiles.totals(entries, fractions)
     result = {}
     for name in wanted:
         result[name] = values[name]

@@ -10,21 +10,24 @@ key must be refused without waiting for that copy to expire:
 
 If Redis cannot be reached the check falls back to the in-memory copy, so a key revoked during a
 Redis outage stops working within ``GATEWAY_KEY_CACHE_SECONDS`` at the latest.
+
+The marks have one interface, ``Revocation``, and two implementations chosen once by
+``revocations()`` (``apps/core/backends.py``): in Redis, and in this process (the embedded default).
 """
 
 import logging
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 import redis
 
+from apps.core.backends import backend
 from apps.core.generations import SEED, generation_key, local_generation, new_seed
-from apps.core.redis import RedisPaused, async_client, proxy_redis_pause, redis_key, sync_client
+from apps.core.redis import RedisPaused, async_client, proxy_redis_pause, sync_client
+from apps.core.revocation_marks import MARKER_SECONDS, local_marks, marker
 
 logger = logging.getLogger(__name__)
-
-# The marker must outlive every in-memory copy of the key; after that the database says "revoked".
-MARKER_SECONDS = 24 * 3600
 
 _listeners: list[Callable[[str], None]] = []
 _last_warning = 0.0
@@ -35,39 +38,68 @@ def on_revoke(listener: Callable[[str], None]) -> None:
     _listeners.append(listener)
 
 
-def marker(key_id: str) -> str:
-    return redis_key("revoked-key", key_id)
+class Revocation(Protocol):
+    def mark(self, key_id: str) -> None:
+        """Synchronous, for the management side: the key is refused from now on. Raises
+        ``redis.RedisError`` when Redis cannot be reached."""
+        ...
+
+    async def check(self, key_id: str, organization_id: str) -> tuple[bool, int | None]:
+        """For the proxy: whether the key was marked revoked, and the organization's configuration
+        generation (``apps/core/generations.py``); None for the generation when it cannot be known
+        (Redis unreachable, or skipped after a failure: keep what is in memory). Never raises."""
+        ...
+
+
+class LocalRevocation:
+    """The embedded default's: the marks and the generation this process holds."""
+
+    def mark(self, key_id: str) -> None:
+        local_marks.add(key_id)
+
+    async def check(self, key_id: str, organization_id: str) -> tuple[bool, int | None]:
+        return key_id in local_marks, local_generation(organization_id)
+
+
+class RedisRevocation:
+    """Every process's: one ``MGET`` of the mark and the generation."""
+
+    def mark(self, key_id: str) -> None:
+        sync_client().set(marker(key_id), b"1", ex=MARKER_SECONDS)
+
+    async def check(self, key_id: str, organization_id: str) -> tuple[bool, int | None]:
+        """In one round trip (two the first time an organization's counter is missing)."""
+        client = async_client()
+        try:
+            proxy_redis_pause.check()
+            # One command, one round trip: cheaper for the proxy's CPU than a two-command pipeline.
+            revoked, generation = await client.mget(marker(key_id), generation_key(organization_id))
+            if generation is None:  # never bumped, or a Redis that restarted empty: seeded, never 0
+                generation = await client.eval(SEED, 1, generation_key(organization_id), new_seed())
+        except (redis.RedisError, OSError) as error:
+            if not isinstance(error, RedisPaused):
+                proxy_redis_pause.failed()
+            _warn_unreachable(error)
+            return False, None
+        proxy_redis_pause.succeeded()
+        return revoked is not None, int(generation)
+
+
+local_revocation = LocalRevocation()
+redis_revocation = RedisRevocation()
+# This deployment's: the one function that chooses.
+revocations = backend(lambda: local_revocation, lambda: redis_revocation)
 
 
 def announce_revoked(key_id: str) -> None:
     for listener in _listeners:
         listener(key_id)
-    client = sync_client()
-    if client is not None:
-        client.set(marker(key_id), b"1", ex=MARKER_SECONDS)
+    revocations().mark(key_id)
 
 
 async def check(key_id: str, organization_id: str) -> tuple[bool, int | None]:
-    """Whether the key was revoked, and the organization's configuration generation
-    (``apps/core/generations.py``), in one round trip (two the first time an organization's counter
-    is missing). Without Redis the generation is this process's own; with Redis unreachable, or
-    skipped after a failure (``proxy_redis_pause``), it is None (keep what is in memory)."""
-    client = async_client()
-    if client is None:
-        return False, local_generation(organization_id)
-    try:
-        proxy_redis_pause.check()
-        # One command, one round trip: cheaper for the proxy's CPU than a two-command pipeline.
-        revoked, generation = await client.mget(marker(key_id), generation_key(organization_id))
-        if generation is None:  # never bumped, or a Redis that restarted empty: seeded, never 0
-            generation = await client.eval(SEED, 1, generation_key(organization_id), new_seed())
-    except (redis.RedisError, OSError) as error:
-        if not isinstance(error, RedisPaused):
-            proxy_redis_pause.failed()
-        _warn_unreachable(error)
-        return False, None
-    proxy_redis_pause.succeeded()
-    return revoked is not None, int(generation)
+    """``Revocation.check`` of this deployment's implementation."""
+    return await revocations().check(key_id, organization_id)
 
 
 def _warn_unreachable(error: Exception) -> None:

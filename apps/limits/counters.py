@@ -1,11 +1,15 @@
 """Budget and rate-limit counters, checked and charged for a request in one step.
 
+One interface, ``Counters``, and two implementations chosen once by ``counters()``
+(``apps/core/backends.py``): callers never ask which one runs.
+
 With Redis (every process and node shares them), ``admit`` is one Lua script, so a request costs
 one round trip before its upstream call: it reads the API key's revocation marker and the
 organization's configuration generation (what ``apps/keys/revocation.check`` reads for requests no
 limit applies to), and, only when the key is not revoked and the caller's configuration is current,
 checks every rate limit and budget that applies and, if all of them fit, charges them together.
-Without Redis (the embedded default: one server process) ``LocalCounters`` does the same in memory.
+Without Redis (the embedded default: one server process) ``LocalCounters`` does the same in memory,
+reading the key's revocation mark and the generation this process holds (``apps/core``).
 
 Rate limits are GCRA (a token bucket that holds the time at which it is next empty): exact, one
 key per limit, and the burst is the whole minute's allowance. Budgets are a hash per scope and
@@ -16,15 +20,18 @@ of a request whose process died is given back after ``GATEWAY_BUDGET_RESERVATION
 """
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
+from typing import Protocol
 
 import redis
 
-from apps.core.generations import new_seed
-from apps.core.redis import RedisPaused, async_client, proxy_redis_pause, redis_key
+from apps.core.backends import backend
+from apps.core.generations import generation_key, local_generation, new_seed
+from apps.core.redis import RedisPaused, async_client, proxy_redis_pause, redis_key, sync_client
+from apps.core.revocation_marks import local_marks, marker
 
 from .periods import Window
 
@@ -150,6 +157,54 @@ class SettleEntry:
 class Usage:
     spent_nanos: int
     reserved_nanos: int
+
+
+class Counters(Protocol):
+    """What the proxy (async) and the management side (sync) ask of the counters. Every method may
+    raise ``CountersUnavailable`` (Redis out of reach, or skipped after a failure:
+    ``apps.core.redis.proxy_redis_pause`` on the proxy's path); the embedded one never does."""
+
+    async def admit(
+        self,
+        *,
+        key_id: str,
+        organization_id: str,
+        expected_generation: int,
+        request_id: str,
+        now: datetime,
+        reservation_seconds: float,
+        rates: list[RateCharge],
+        budgets: list[BudgetCharge],
+        settling: Sequence[SettleEntry] = (),
+    ) -> Admission:
+        """Refuses a revoked key and a stale configuration before anything else; else checks every
+        rate limit and budget and, if all fit, charges them together. ``settling``: settles made
+        first, in the same step (their crossings in ``Admission.settled``)."""
+        ...
+
+    async def settle(
+        self,
+        *,
+        request_id: str,
+        now: datetime,
+        budgets: list[tuple[BudgetCharge, int]],
+        tokens: list[tuple[RateCharge, int]],
+    ) -> list[Crossing]: ...
+
+    async def settle_many(self, *, now: datetime, entries: Sequence[SettleEntry]) -> list[list[Crossing]]: ...
+
+    async def seed(self, *, now: datetime, spent: list[tuple[BudgetCharge, int]]) -> None:
+        """Each window's spend so far, taken only by a window nobody has seeded yet."""
+        ...
+
+    def usage(self, key: str) -> Usage:
+        """Synchronous, for the management API: the window's spend and what is reserved in it."""
+        ...
+
+    def set_spent(self, charge: BudgetCharge, nanos: int, now: datetime) -> int | None:
+        """Synchronous, for reconcile: the window's spend becomes ``nanos`` and counts as loaded; its
+        reservations and threshold flags stay. Returns the spend before, None if it was not loaded."""
+        ...
 
 
 # --- The scripts ------------------------------------------------------------------------------------
@@ -395,21 +450,26 @@ class RedisCounters:
     async def admit(
         self,
         *,
-        revocation_key: str,
-        generation_key: str,
+        key_id: str,
+        organization_id: str,
         expected_generation: int,
         request_id: str,
         now: datetime,
         reservation_seconds: float,
         rates: list[RateCharge],
         budgets: list[BudgetCharge],
-        settling: list["SettleEntry"] = (),
+        settling: Sequence[SettleEntry] = (),
     ) -> Admission:
         """``settling``: settles this process has waiting, made in the same round trip before the
         admission (their crossings in ``Admission.settled``)."""
         now_ms = int(now.timestamp() * 1000)
         settle_keys, settle_args = _settle_arguments(now, settling) if settling else ([], [])
-        keys = [*settle_keys, revocation_key, generation_key, *(charge.key for charge in rates)]
+        keys = [
+            *settle_keys,
+            marker(key_id),
+            generation_key(organization_id),
+            *(charge.key for charge in rates),
+        ]
         args: list = [
             *settle_args,
             expected_generation,
@@ -442,7 +502,7 @@ class RedisCounters:
     ) -> list[Crossing]:
         return (await self.settle_many(now=now, entries=[SettleEntry(request_id, budgets, tokens)]))[0]
 
-    async def settle_many(self, *, now: datetime, entries: list["SettleEntry"]) -> list[list[Crossing]]:
+    async def settle_many(self, *, now: datetime, entries: Sequence[SettleEntry]) -> list[list[Crossing]]:
         """Settles several requests in one round trip; the thresholds each one crossed."""
         keys, args = _settle_arguments(now, entries)
         return _all_crossings(await self._run(SETTLE, keys, args), entries)
@@ -454,15 +514,15 @@ class RedisCounters:
             args += [nanos, _ttl_seconds(charge.window, now)]
         await self._run(SEED, keys, args)
 
-    def usage(self, client, key: str) -> Usage:
-        """Synchronous, for the management API: the window's spend and what is reserved in it."""
-        spent, reserved = client.hmget(key, "spent", "reserved")
+    def usage(self, key: str) -> Usage:
+        try:
+            spent, reserved = sync_client().hmget(key, "spent", "reserved")
+        except (redis.RedisError, OSError) as error:
+            raise CountersUnavailable(str(error)) from error
         return Usage(int(spent or 0), max(0, int(reserved or 0)))
 
-    def set_spent(self, client, charge: BudgetCharge, nanos: int, now: datetime) -> int | None:
-        """Synchronous, for reconcile: the window's spend becomes ``nanos`` and counts as loaded; its
-        reservations and threshold flags stay. Returns the spend before, None if it was not loaded.
-        A rare call: the script is sent whole (EVAL), not kept registered."""
+    def set_spent(self, charge: BudgetCharge, nanos: int, now: datetime) -> int | None:
+        """A rare call: the script is sent whole (EVAL), not kept registered."""
         script = """
             local before = redis.call('HGET', KEYS[1], 'spent') or '0'
             local seeded = redis.call('HEXISTS', KEYS[1], 'seeded')
@@ -471,7 +531,9 @@ class RedisCounters:
             return {before, seeded}
         """
         try:
-            before, seeded = client.eval(script, 1, charge.key, nanos, _ttl_seconds(charge.window, now))
+            before, seeded = sync_client().eval(
+                script, 1, charge.key, nanos, _ttl_seconds(charge.window, now)
+            )
         except (redis.RedisError, OSError) as error:
             raise CountersUnavailable(str(error)) from error
         return int(before or 0) if int(seeded) else None
@@ -575,22 +637,28 @@ class LocalCounters:
     async def admit(
         self,
         *,
+        key_id: str,
+        organization_id: str,
+        expected_generation: int,
         request_id: str,
         now: datetime,
         reservation_seconds: float,
         rates: list[RateCharge],
         budgets: list[BudgetCharge],
-        **_: object,
+        settling: Sequence[SettleEntry] = (),
     ) -> Admission:
-        return self.admit_now(
-            request_id=request_id,
-            now=now,
-            reservation_seconds=reservation_seconds,
-            rates=rates,
-            budgets=budgets,
-        )
+        settled = [self._settle(entry, now) for entry in settling]
+        generation = local_generation(organization_id)
+        if key_id in local_marks:
+            admission = Admission(revoked=True)
+        elif generation != expected_generation:
+            admission = Admission(stale=True)
+        else:
+            admission = self._admit(request_id, now, reservation_seconds, rates, budgets)
+        admission.generation, admission.settled = generation, settled
+        return admission
 
-    def admit_now(self, *, request_id, now, reservation_seconds, rates, budgets) -> Admission:
+    def _admit(self, request_id, now, reservation_seconds, rates, budgets) -> Admission:
         now_ms = now.timestamp() * 1000
         admission = Admission()
         new_tats, states = [], []
@@ -652,6 +720,10 @@ class LocalCounters:
         budgets: list[tuple[BudgetCharge, int]],
         tokens: list[tuple[RateCharge, int]],
     ) -> list[Crossing]:
+        return self._settle(SettleEntry(request_id, budgets, tokens), now)
+
+    def _settle(self, entry: SettleEntry, now: datetime) -> list[Crossing]:
+        request_id, budgets, tokens = entry.request_id, entry.budgets, entry.tokens
         crossings = []
         for charge, actual in budgets:
             budget = self._budget(charge, now)
@@ -675,11 +747,8 @@ class LocalCounters:
                     del self._tats[charge.key]
         return crossings
 
-    async def settle_many(self, *, now: datetime, entries: list[SettleEntry]) -> list[list[Crossing]]:
-        return [
-            await self.settle(request_id=e.request_id, now=now, budgets=e.budgets, tokens=e.tokens)
-            for e in entries
-        ]
+    async def settle_many(self, *, now: datetime, entries: Sequence[SettleEntry]) -> list[list[Crossing]]:
+        return [self._settle(entry, now) for entry in entries]
 
     async def seed(self, *, now: datetime, spent: list[tuple[BudgetCharge, int]]) -> None:
         for charge, nanos in spent:
@@ -699,7 +768,7 @@ class LocalCounters:
         self._budgets.clear()
 
     def set_spent(self, charge: BudgetCharge, nanos: int, now: datetime) -> int | None:
-        """``RedisCounters.set_spent`` in memory. Called from a management thread beside the proxy's
+        """Called from a management thread beside the proxy's
         event loop, so it only assigns (no sweep of old windows, no read-modify-write)."""
         budget = self._budgets.setdefault(charge.key, _Budget())
         before = budget.spent if budget.seeded else None
@@ -710,3 +779,5 @@ class LocalCounters:
 
 local_counters = LocalCounters()
 redis_counters = RedisCounters()
+# This deployment's counters: the one function that chooses.
+counters = backend(lambda: local_counters, lambda: redis_counters)

@@ -21,9 +21,7 @@ from decimal import Decimal
 
 from django.utils import timezone
 
-from apps.core.redis import sync_client
-
-from .counters import BudgetCharge, local_counters, redis_counters
+from .counters import BudgetCharge, counters
 from .models import Limits
 from .periods import window_at
 from .selectors import nanos_to_usd, usd_to_nanos
@@ -49,7 +47,7 @@ def budget_counters_rebuild(
     spend of that window; returns the windows whose spend (or loaded state) changed. Raises
     ``CountersUnavailable`` when Redis cannot be reached (windows set before that stay set)."""
     now = now or timezone.now()
-    client = sync_client()
+    budget_counters = counters()  # in the embedded default, the proxy's in this process
     changes = []
     budgets = Limits.objects.filter(organization_id=organization_id, budget_usd__isnull=False).order_by("id")
     for limits in budgets:
@@ -69,11 +67,7 @@ def budget_counters_rebuild(
             0,
             limits.budget_thresholds or (),
         )
-        if client is None:
-            # The embedded default: the proxy runs in this process, so its counters are these.
-            before = local_counters.set_spent(charge, nanos, now)
-        else:
-            before = redis_counters.set_spent(client, charge, nanos, now)
+        before = budget_counters.set_spent(charge, nanos, now)
         if before != nanos:
             changes.append(
                 BudgetCounterChange(

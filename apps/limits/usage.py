@@ -12,12 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 
-import redis
-
-from apps.core.redis import sync_client
-
+from .counters import CountersUnavailable, budget_key, counters
 from .counters import Usage as CounterUsage
-from .counters import budget_key, local_counters, redis_counters
 from .models import BudgetPeriod, Limits
 from .periods import Window, window_at
 from .selectors import nanos_to_usd
@@ -66,14 +62,10 @@ def usage_of(*, organization, scope: str, scope_id, limits: Limits | None, now: 
 
 
 def _counters(organization_id: str, scope: str, scope_id: str, window: Window) -> CounterUsage | None:
-    key = budget_key(organization_id, scope, scope_id, window)
-    client = sync_client()
-    if client is None:
-        # The embedded default: the proxy runs in this process, so its counters are these.
-        return local_counters.usage(key)
+    # In the embedded default the proxy runs in this process, so its counters are these.
     try:
-        return redis_counters.usage(client, key)
-    except (redis.RedisError, OSError) as error:
+        return counters().usage(budget_key(organization_id, scope, scope_id, window))
+    except CountersUnavailable as error:
         # A read for people: the audit log's figure is answered instead of an error.
         logger.warning("Redis unreachable for a usage read (%s); answering from the audit log", error)
         return None

@@ -17,14 +17,12 @@ from django.conf import settings
 
 from apps.audit.selectors import spend_since
 from apps.core.errors import GatewayError
-from apps.core.generations import generation_key, local_generation
-from apps.core.redis import async_client
 from apps.keys import revocation
 from apps.limits.counters import (
     BudgetCharge,
+    Counters,
     CountersUnavailable,
-    local_counters,
-    redis_counters,
+    counters,
 )
 from apps.organizations.models import FailMode
 
@@ -78,27 +76,22 @@ async def admit(ctx: "ProxyContext", charges: Charges, now: datetime) -> int | N
     config = ctx.config
     if not charges.rates and not charges.budgets:
         return await newer_generation(ctx.key, config)
-    counters = redis_counters if async_client() is not None else local_counters
-    if counters is local_counters:
-        # The embedded default: revocation reaches this process's key cache directly.
-        generation = local_generation(config.organization_id)
-        if generation != config.generation:
-            return generation
+    limits = counters()
     # Settles waiting in this process ride along: under steady traffic no settle costs a round trip
     # of its own.
-    settling = take_pending() if counters is redis_counters else []
+    settling = take_pending()
     for _ in range(3):
         try:
-            admission = await counters.admit(
-                revocation_key=revocation.marker(ctx.key.id),
-                generation_key=generation_key(config.organization_id),
+            admission = await limits.admit(
+                key_id=ctx.key.id,
+                organization_id=config.organization_id,
                 expected_generation=config.generation,
                 request_id=request.request_id,
                 now=now,
                 reservation_seconds=settings.GATEWAY_BUDGET_RESERVATION_SECONDS,
                 rates=charges.rates,
                 budgets=charges.budgets,
-                **({"settling": settlement_entries(settling)} if settling else {}),
+                settling=settlement_entries(settling) if settling else (),
             )
         except CountersUnavailable as error:
             if settling:
@@ -110,7 +103,7 @@ async def admit(ctx: "ProxyContext", charges: Charges, now: datetime) -> int | N
             settling = []
         if not admission.unseeded:
             break
-        await _seed(counters, config.organization_id, admission.unseeded, now)
+        await _seed(limits, config.organization_id, admission.unseeded, now)
     if admission.revoked:
         raise _revoked(ctx.key.id)
     if admission.stale:
@@ -135,14 +128,14 @@ async def admit(ctx: "ProxyContext", charges: Charges, now: datetime) -> int | N
     return None
 
 
-async def _seed(counters, organization_id: str, unseeded: list[BudgetCharge], now: datetime) -> None:
+async def _seed(limits: Counters, organization_id: str, unseeded: list[BudgetCharge], now: datetime) -> None:
     """The spend of each window so far, from the audit log: once per window (the first request
     that finds it missing; in Redis, for every process at once)."""
     spent = []
     for charge in unseeded:
         amount = await _spend_since(organization_id, charge.scope, charge.scope_id, charge.window.start)
         spent.append((charge, int(amount * 10**9)))
-    await counters.seed(now=now, spent=spent)
+    await limits.seed(now=now, spent=spent)
 
 
 _spend_since = database_sync_to_async(spend_since)

@@ -23,7 +23,7 @@ from apps.cache.keys import entry_key, is_cacheable, request_fingerprint, semant
 from apps.cache.memory import local_cache
 from apps.cache.semantic import semantic_index
 from apps.cache.settings import CacheSettings
-from apps.cache.shared import shared_cache
+from apps.cache.shared import shared_tier
 from apps.catalog.pricing import cost_usd
 from apps.core.errors import GatewayError
 
@@ -89,7 +89,7 @@ class ServeFromCache(Stage):
             return None
         tier, cached = "l1", local_cache.get(lookup.key, config.generation)
         if cached is None and lookup.shared:
-            tier, cached = "l2", await shared_cache.get(lookup.key)
+            tier, cached = "l2", await shared_tier().get(lookup.key)
             if cached is not None:
                 local_cache.put(lookup.key, config.generation, cached, cache_settings.ttl_seconds)
         if cached is None and cache_settings.semantic_enabled and endpoint == CHAT:
@@ -172,7 +172,7 @@ def _store(ctx: ProxyContext, lookup: Lookup, body: bytes) -> None:
     ttl = lookup.settings.ttl_seconds
     local_cache.put(lookup.key, ctx.config.generation, answer, ttl)
     if lookup.shared:
-        _in_background(shared_cache.put(lookup.key, answer, ttl))
+        _in_background(shared_tier().put(lookup.key, answer, ttl))
     if lookup.vector is not None:
         _in_background(
             semantic_index.add(
@@ -220,7 +220,7 @@ async def _semantic_hit(ctx: ProxyContext, lookup: Lookup) -> CachedAnswer | Non
     # A lower tier's hit fills the tiers above, under this request's own key.
     local_cache.put(lookup.key, ctx.config.generation, cached, lookup.settings.ttl_seconds)
     if lookup.shared:
-        _in_background(shared_cache.put(lookup.key, cached, lookup.settings.ttl_seconds))
+        _in_background(shared_tier().put(lookup.key, cached, lookup.settings.ttl_seconds))
     lookup.vector = None  # already in L3
     return cached
 

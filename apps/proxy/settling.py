@@ -10,15 +10,13 @@ from dataclasses import dataclass, field
 from django.utils import timezone
 
 from apps.audit.records import RequestRecord
-from apps.core.redis import async_client
 from apps.events.publish import EventType
 from apps.limits.counters import (
     BudgetCharge,
     CountersUnavailable,
     RateCharge,
     SettleEntry,
-    local_counters,
-    redis_counters,
+    counters,
 )
 from apps.limits.selectors import nanos_to_usd
 
@@ -123,9 +121,8 @@ def settlement_entries(batch: list[tuple[Settlement, RequestRecord]]) -> list[Se
 
 
 async def settle(batch: list[tuple[Settlement, RequestRecord]]) -> None:
-    counters = redis_counters if async_client() is not None else local_counters
     try:
-        crossings = await counters.settle_many(now=timezone.now(), entries=settlement_entries(batch))
+        crossings = await counters().settle_many(now=timezone.now(), entries=settlement_entries(batch))
     except CountersUnavailable as error:
         settle_failed(batch, error)
         return

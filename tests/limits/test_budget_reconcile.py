@@ -15,8 +15,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from apps.audit.models import SpendRollup
-from apps.core.generations import SEED, generation_key, new_seed
-from apps.core.redis import redis_key, sync_client
+from apps.core.generations import SEED, generation_key, local_generation, new_seed
+from apps.core.redis import sync_client
 from apps.limits.counters import BudgetCharge, local_counters, redis_counters
 from apps.limits.periods import window_at
 from apps.limits.selectors import usd_to_nanos
@@ -67,8 +67,7 @@ def engine():
 
 
 def counters(budget: BudgetCharge):
-    client = sync_client()
-    return redis_counters.usage(client, budget.key) if client else local_counters.usage(budget.key)
+    return engine().usage(budget.key)
 
 
 def seed(budget: BudgetCharge, usd: str) -> None:
@@ -79,11 +78,15 @@ def seed(budget: BudgetCharge, usd: str) -> None:
 def admit(organization, budget: BudgetCharge, request_id: str):
     client = sync_client()
     # Read as the proxy does: a counter nobody bumped yet is seeded, never 0 (apps/core/generations.py).
-    generation = int(client.eval(SEED, 1, generation_key(str(organization.id)), new_seed())) if client else 0
+    generation = (
+        int(client.eval(SEED, 1, generation_key(str(organization.id)), new_seed()))
+        if client
+        else local_generation(organization.id)
+    )
     return asyncio.run(
         engine().admit(
-            revocation_key=redis_key("revoked-key", str(uuid.uuid4())),
-            generation_key=generation_key(str(organization.id)),
+            key_id=str(uuid.uuid4()),
+            organization_id=str(organization.id),
             expected_generation=generation,
             request_id=request_id,
             now=timezone.now(),

@@ -7,8 +7,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.conf import settings
 
+from apps.core import generations
 from apps.core.generations import generation_key
 from apps.core.redis import redis_key, sync_client
+from apps.core.revocation_marks import marker
 from apps.limits.counters import BudgetCharge, LocalCounters, RateCharge, RedisCounters, SettleEntry, Usage
 from apps.limits.periods import window_at
 
@@ -18,8 +20,9 @@ KINDS = ["local", pytest.param("redis", marks=pytest.mark.skipif(not settings.RE
 
 
 @pytest.fixture(params=KINDS)
-def counters(request):
+def counters(request, monkeypatch):
     if request.param == "local":
+        monkeypatch.setitem(generations._local, ORGANIZATION, 7)
         yield LocalCounters()
         return
     client = sync_client()
@@ -32,8 +35,8 @@ def counters(request):
 
 def admit(counters, *, rates=(), budgets=(), now=NOW, request_id=None, generation=7, revoked_key=None):
     return counters.admit(
-        revocation_key=revoked_key or redis_key("revoked-key", str(uuid.uuid4())),
-        generation_key=generation_key(ORGANIZATION),
+        key_id=revoked_key or str(uuid.uuid4()),
+        organization_id=ORGANIZATION,
         expected_generation=generation,
         request_id=request_id or str(uuid.uuid4()),
         now=now,
@@ -143,7 +146,7 @@ async def test_a_reservation_kept_in_the_earlier_layout_is_given_back_when_it_ex
         client.hset(charge.key, mapping={"reserved": 800, "r:old-request": 800})
         client.zadd(charge.key + ":reservations", {"old-request": int(NOW.timestamp() * 1000) - 1})
         assert (await admit(counters, budgets=[charge], request_id="new")).admitted
-        assert counters.usage(client, charge.key) == Usage(spent_nanos=0, reserved_nanos=800)
+        assert counters.usage(charge.key) == Usage(spent_nanos=0, reserved_nanos=800)
         assert not client.hexists(charge.key, "r:old-request")
     finally:
         for key in client.scan_iter(match=redis_key("*", ORGANIZATION, "*")):
@@ -152,9 +155,7 @@ async def test_a_reservation_kept_in_the_earlier_layout_is_given_back_when_it_ex
 
 
 def _usage(counters, charge) -> Usage:
-    if isinstance(counters, LocalCounters):
-        return counters.usage(charge.key)
-    return counters.usage(sync_client(), charge.key)
+    return counters.usage(charge.key)
 
 
 async def test_a_tokens_limit_is_corrected_by_the_real_count_at_settle(counters):
@@ -180,15 +181,15 @@ async def test_redis_refuses_a_revoked_key_and_a_stale_configuration_before_char
     client = sync_client()
     counters = RedisCounters()
     client.set(generation_key(ORGANIZATION), 3)
-    revoked = redis_key("revoked-key", str(uuid.uuid4()))
-    client.set(revoked, 1)
+    revoked = str(uuid.uuid4())
+    client.set(marker(revoked), 1)
     try:
         assert (await admit(counters, rates=[requests_limit(1)], generation=3, revoked_key=revoked)).revoked
         stale = await admit(counters, rates=[requests_limit(1)], generation=2)
         assert stale.stale and stale.generation == 3
         assert (await admit(counters, rates=[requests_limit(1)], generation=3)).admitted
     finally:
-        client.delete(revoked, generation_key(ORGANIZATION), requests_limit(1).key)
+        client.delete(marker(revoked), generation_key(ORGANIZATION), requests_limit(1).key)
 
 
 async def test_settles_ride_along_with_the_next_admission_in_its_round_trip():
@@ -204,8 +205,8 @@ async def test_settles_ride_along_with_the_next_admission_in_its_round_trip():
         assert (await admit(counters, rates=[tokens], budgets=[charge], request_id="r1")).admitted
         waiting = [SettleEntry("r1", budgets=[(charge, 600)], tokens=[(tokens, -800)])]
         second = await counters.admit(
-            revocation_key=redis_key("revoked-key", str(uuid.uuid4())),
-            generation_key=generation_key(ORGANIZATION),
+            key_id=str(uuid.uuid4()),
+            organization_id=ORGANIZATION,
             expected_generation=7,
             request_id="r2",
             now=NOW,
@@ -217,7 +218,7 @@ async def test_settles_ride_along_with_the_next_admission_in_its_round_trip():
         # r1 settled at 600 (crossing 50%), its 700 given back: 600 + 300 fits; the tokens too.
         assert second.admitted
         assert [[(c.threshold, c.spent_nanos) for c in found] for found in second.settled] == [[(50, 600)]]
-        assert counters.usage(sync_client(), charge.key) == Usage(spent_nanos=600, reserved_nanos=300)
+        assert counters.usage(charge.key) == Usage(spent_nanos=600, reserved_nanos=300)
     finally:
         for key in sync_client().scan_iter(match=redis_key("*", ORGANIZATION, "*")):
             sync_client().delete(key)

@@ -12,7 +12,6 @@ from django.utils import timezone
 from apps.audit.models import AuditEntry
 from apps.events.models import Event
 from apps.limits import services as limits_services
-from apps.limits.counters import local_counters
 from apps.outbox.outbox import outbox
 from apps.proxy.limit_refusals import duration
 from apps.proxy.settling import wait_for_settlements
@@ -343,16 +342,13 @@ async def test_a_new_day_starts_from_zero_and_a_request_in_flight_at_midnight_co
 ):
     from datetime import UTC, datetime
 
-    from apps.core.redis import sync_client
-    from apps.limits.counters import budget_key, redis_counters
+    from apps.limits.counters import budget_key, counters
     from apps.limits.models import Scope
     from apps.limits.periods import window_at
 
     def spent_on(moment) -> int:
         key = budget_key(str(organization.id), Scope.TEAM, str(team.id), window_at("daily", moment))
-        client = sync_client()
-        usage = redis_counters.usage(client, key) if client is not None else local_counters.usage(key)
-        return usage.spent_nanos
+        return counters().usage(key).spent_nanos
 
     before_midnight = datetime(2026, 11, 23, 23, 59, 59, 500_000, tzinfo=UTC)
     time_machine.move_to(before_midnight, tick=True)

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from apps.audit.rollups import Totals, hour_of, rollups_add
 from apps.core.generations import SEED, generation_key, local_generation, new_seed
-from apps.core.redis import redis_key, sync_client
+from apps.core.redis import sync_client
 from apps.limits.counters import BudgetCharge, local_counters, redis_counters
 from apps.limits.periods import window_at
 from apps.limits.selectors import usd_to_nanos
@@ -59,7 +59,11 @@ def run_requests(organization, budget: BudgetCharge, *, seeded_usd: str, reserve
     engine, now = counters(), timezone.now()
     client = sync_client()
     # Read as the proxy does: a counter nobody bumped yet is seeded, never 0 (apps/core/generations.py).
-    generation = int(client.eval(SEED, 1, generation_key(str(organization.id)), new_seed())) if client else 0
+    generation = (
+        int(client.eval(SEED, 1, generation_key(str(organization.id)), new_seed()))
+        if client
+        else local_generation(organization.id)
+    )
 
     async def go():
         await engine.seed(now=now, spent=[(budget, usd_to_nanos(Decimal(seeded_usd)))])
@@ -74,8 +78,8 @@ def run_requests(organization, budget: BudgetCharge, *, seeded_usd: str, reserve
         )
         for request_id in ("first", "second"):
             admission = await engine.admit(
-                revocation_key=redis_key("revoked-key", str(uuid.uuid4())),
-                generation_key=generation_key(str(organization.id)),
+                key_id=str(uuid.uuid4()),
+                organization_id=str(organization.id),
                 expected_generation=generation,
                 request_id=request_id,
                 now=now,

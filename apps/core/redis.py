@@ -1,6 +1,7 @@
 """Redis clients: a synchronous one for services and tasks, and ``redis.asyncio`` for the hot path.
 
-Both are None in the embedded default (no REDIS_URL); callers fall back to process-local state.
+Both are None in the embedded default (no REDIS_URL). The backends' Redis implementations use them;
+``apps/core/backends.py`` chooses, once, between those and the embedded ones.
 """
 
 import asyncio

@@ -98,13 +98,14 @@ def test_the_clean_up_works_in_batches(organization):
 
 
 def test_with_redis_unreachable_nothing_is_purged_and_the_answer_says_so(
-    session_client, organization, monkeypatch
+    session_client, organization, monkeypatch, settings
 ):
     import redis
 
     from apps.cache import shared
 
     mine = entry(organization)
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # a deployment with Redis (in the embedded run too)
     closed = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
     monkeypatch.setattr(shared, "sync_client", lambda: closed)
 

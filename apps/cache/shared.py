@@ -154,7 +154,7 @@ def epoch_key(organization_id) -> str:
 shared_cache = SharedCache()
 no_shared_tier = NoSharedTier()
 # This deployment's: the one function that chooses.
-shared_tier = backend(lambda: no_shared_tier, lambda: shared_cache)
+shared_tier: Callable[[], SharedTier] = backend(lambda: no_shared_tier, lambda: shared_cache)
 
 
 def cache_epoch(organization_id) -> int | None:

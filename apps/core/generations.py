@@ -25,6 +25,7 @@ limits counters' admission.
 import random
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Protocol
 
 from django.db import transaction
@@ -83,7 +84,7 @@ class RedisGenerations:
 local_generations = LocalGenerations()
 redis_generations = RedisGenerations()
 # This deployment's: the one function that chooses.
-generations = backend(lambda: local_generations, lambda: redis_generations)
+generations: Callable[[], Generations] = backend(lambda: local_generations, lambda: redis_generations)
 
 
 def bump_generation(organization_id) -> None:

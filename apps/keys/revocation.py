@@ -88,7 +88,7 @@ class RedisRevocation:
 local_revocation = LocalRevocation()
 redis_revocation = RedisRevocation()
 # This deployment's: the one function that chooses.
-revocations = backend(lambda: local_revocation, lambda: redis_revocation)
+revocations: Callable[[], Revocation] = backend(lambda: local_revocation, lambda: redis_revocation)
 
 
 def announce_revoked(key_id: str) -> None:

@@ -20,7 +20,7 @@ of a request whose process died is given back after ``GATEWAY_BUDGET_RESERVATION
 """
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
@@ -780,4 +780,4 @@ class LocalCounters:
 local_counters = LocalCounters()
 redis_counters = RedisCounters()
 # This deployment's counters: the one function that chooses.
-counters = backend(lambda: local_counters, lambda: redis_counters)
+counters: Callable[[], Counters] = backend(lambda: local_counters, lambda: redis_counters)

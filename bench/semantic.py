@@ -31,8 +31,8 @@ PARTITION = (
 def fill(organization_id: str):
     import numpy as np
 
-    from apps.cache.answers import CachedAnswer
     from apps.cache.models import SemanticEntry
+    from apps.cache.stored_answers import CachedAnswer
 
     rng = np.random.default_rng(1)
     vectors = rng.standard_normal((ENTRIES, DIMENSIONS)).astype(np.float32)

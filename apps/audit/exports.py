@@ -32,7 +32,7 @@ from apps.teams.models import Team
 
 from . import selectors
 from .models import AuditEntry
-from .periods import TimeRange, format_instant
+from .time_ranges import TimeRange, format_instant
 
 EXPORT_FORMATS = ("csv", "jsonl")
 CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson; charset=utf-8"}

@@ -4,7 +4,7 @@ The truth is the log: the usage each upstream reported for each request, priced 
 force at the request's time. ``reconcile`` recomputes spend from it for a period, compares it with the
 rollups per team, API key and provider, reports every difference, and with ``apply`` rebuilds the
 rollups of the period from the log, then sets the budget counters of every budget whose current
-window overlaps the period to the log's spend (``apps/limits/reconcile.py``). Running it twice
+window overlaps the period to the log's spend (``apps/limits/counter_rebuild.py``). Running it twice
 changes nothing the second time.
 
 The log is read by ``AuditLogSource`` and the aggregates by ``RollupSource``; both total a period
@@ -24,8 +24,8 @@ from django.utils import timezone
 
 from apps.catalog.pricing import COST_QUANTUM, Usage, cost_usd
 from apps.catalog.selectors import price_at, price_versions
+from apps.limits.counter_rebuild import BudgetCounterChange, budget_counters_rebuild
 from apps.limits.counters import CountersUnavailable
-from apps.limits.reconcile import BudgetCounterChange, budget_counters_rebuild
 
 from .models import AuditEntry, SpendRollup
 from .rollups import RollupKey, Totals, hour_of

@@ -30,8 +30,8 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
-from .periods import format_instant
 from .records import RequestRecord
+from .time_ranges import format_instant
 
 logger = logging.getLogger(__name__)
 

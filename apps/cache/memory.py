@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from .answers import CachedAnswer
+from .stored_answers import CachedAnswer
 
 # What an entry costs beyond its body (the key, the answer object, the OrderedDict node): an
 # estimate, so a flood of tiny answers is bounded too.

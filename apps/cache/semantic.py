@@ -31,8 +31,8 @@ from django.conf import settings
 from django.db import DatabaseError
 from django.utils import timezone
 
-from .answers import CachedAnswer
 from .models import SemanticEntry
+from .stored_answers import CachedAnswer
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from django.conf import settings
 from apps.core.backends import backend
 from apps.core.redis import async_client, redis_key, sync_client
 
-from .answers import CachedAnswer
+from .stored_answers import CachedAnswer
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from apps.audit.models import AuditEntry
 from apps.prompts import selectors as prompt_selectors
 from apps.prompts.models import PromptTemplate
 
-from .catalog import ExperimentCatalog, experiment_snapshot
+from .assignment import ExperimentCatalog, experiment_snapshot
 from .models import Experiment, ExperimentStatus, Feedback, Variant
 
 

@@ -21,7 +21,7 @@ from apps.events.models import EventType
 from apps.events.publish import raise_event_on_commit
 from apps.organizations.models import Organization
 from apps.prompts import services as prompt_services
-from apps.prompts.catalog import DEFAULT_LABEL
+from apps.prompts.compiled import DEFAULT_LABEL
 
 from . import selectors
 from .models import Experiment, ExperimentStatus, Feedback, PendingFeedback, Variant

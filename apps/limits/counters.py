@@ -33,7 +33,7 @@ from apps.core.generations import generation_key, local_generation, new_seed
 from apps.core.redis import RedisPaused, async_client, proxy_redis_pause, redis_key, sync_client
 from apps.core.revocation_marks import local_marks, marker
 
-from .periods import Window
+from .windows import Window
 
 MINUTE_MS = 60_000
 

@@ -5,7 +5,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from .models import Limits, Scope
-from .periods import Window, window_at
+from .windows import Window, window_at
 
 NANOS_PER_USD = 10**9
 

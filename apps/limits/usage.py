@@ -15,9 +15,9 @@ from decimal import Decimal
 from .counters import CountersUnavailable, budget_key, counters
 from .counters import Usage as CounterUsage
 from .models import BudgetPeriod, Limits
-from .periods import Window, window_at
 from .selectors import nanos_to_usd
 from .spend import spend_since
+from .windows import Window, window_at
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ import uuid
 
 from django.db.models import Prefetch, Q, QuerySet
 
-from .catalog import PromptCatalog, Rendered, TemplateSnapshot, render_request, version_snapshot
+from .compiled import PromptCatalog, Rendered, TemplateSnapshot, render_request, version_snapshot
 from .models import PromptLabel, PromptLabelMove, PromptTemplate, PromptVersion
 
 

@@ -16,7 +16,7 @@ from apps.core.generations import bump_generation
 from apps.core.unique import name_taken, save_unique
 from apps.organizations.models import Organization
 
-from .catalog import LATEST
+from .compiled import LATEST
 from .models import PromptLabel, PromptLabelMove, PromptTemplate, PromptVersion
 from .rendering import NAME, TemplateSyntaxError, compile_text, value_text
 

@@ -18,12 +18,12 @@ from django.conf import settings
 from django.utils import timezone
 
 from apps.audit.records import RequestRecord, emit
-from apps.cache.answers import CachedAnswer, StreamAssembler, replay_stream
 from apps.cache.keys import entry_key, is_cacheable, request_fingerprint, semantic_query
 from apps.cache.memory import local_cache
 from apps.cache.semantic import semantic_index
 from apps.cache.settings import CacheSettings
 from apps.cache.shared import shared_tier
+from apps.cache.stored_answers import CachedAnswer, StreamAssembler, replay_stream
 from apps.catalog.pricing import cost_usd
 from apps.core.errors import GatewayError
 

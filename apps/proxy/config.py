@@ -35,15 +35,15 @@ from apps.catalog.pricing import Price
 from apps.catalog.selectors import AliasSnapshot, active_alias_snapshots, price_at, price_versions
 from apps.core.errors import NotFound, ServiceUnavailable
 from apps.core.model_patterns import ModelAllowList
-from apps.experiments.catalog import EMPTY_CATALOG as EMPTY_EXPERIMENTS
-from apps.experiments.catalog import ExperimentCatalog
+from apps.experiments.assignment import EMPTY_CATALOG as EMPTY_EXPERIMENTS
+from apps.experiments.assignment import ExperimentCatalog
 from apps.experiments.selectors import experiment_snapshots
 from apps.limits.selectors import OrganizationLimits, organization_limits
 from apps.organizations.selectors import organization_snapshot
 from apps.policies.engine import ModelCatalog, PolicyEngine, PolicySnapshot
 from apps.policies.engine_cache import engine_for_proxy
 from apps.policies.selectors import active_policy_snapshots
-from apps.prompts.catalog import EMPTY_CATALOG, PromptCatalog
+from apps.prompts.compiled import EMPTY_CATALOG, PromptCatalog
 from apps.prompts.selectors import prompt_snapshots
 from apps.providers.models import Provider
 from apps.providers.selectors import ProviderKeySnapshot, usable_provider_keys

@@ -10,7 +10,7 @@ same across processes, and comes out the same when admission asks for a newer co
 
 from typing import TYPE_CHECKING, Any
 
-from apps.experiments.catalog import apply_variant, choose_variant, unit_of
+from apps.experiments.assignment import apply_variant, choose_variant, unit_of
 
 from .http import ProxyRequest
 

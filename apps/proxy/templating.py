@@ -10,7 +10,7 @@ ago is what the request gets.
 
 from typing import TYPE_CHECKING, Any
 
-from apps.prompts.catalog import apply_to_body, render_request
+from apps.prompts.compiled import apply_to_body, render_request
 
 from .config import OrganizationConfig
 from .http import ProxyRequest

@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from apps.cache.answers import CachedAnswer
+from apps.cache.stored_answers import CachedAnswer
 
 
 def completion(*, content="Paris is the capital of France.", tool_calls=None, n=1, **extra) -> dict:

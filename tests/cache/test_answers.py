@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from apps.cache.answers import CachedAnswer, StreamAssembler, replay_stream
+from apps.cache.stored_answers import CachedAnswer, StreamAssembler, replay_stream
 from tests.cache.conftest import cached, completion
 
 TOOL_CALLS = [

@@ -21,7 +21,7 @@ from apps.limits.counters import (
     SettleEntry,
     Usage,
 )
-from apps.limits.periods import window_at
+from apps.limits.windows import window_at
 
 from .conftest import IMPLEMENTATIONS, assert_conforms
 

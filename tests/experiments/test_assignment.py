@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from apps.experiments import services
-from apps.experiments.catalog import apply_variant, choose_variant, experiment_snapshot, unit_of
+from apps.experiments.assignment import apply_variant, choose_variant, experiment_snapshot, unit_of
 from apps.experiments.selectors import experiment_snapshots
 
 from .conftest import model_experiment

@@ -12,7 +12,7 @@ from apps.core.generations import generation_key
 from apps.core.redis import redis_key, sync_client
 from apps.core.revocation_marks import marker
 from apps.limits.counters import BudgetCharge, LocalCounters, RateCharge, RedisCounters, SettleEntry, Usage
-from apps.limits.periods import window_at
+from apps.limits.windows import window_at
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 ORGANIZATION = str(uuid.uuid4())

@@ -13,8 +13,8 @@ from apps.core.redis import sync_client
 from apps.events.models import Event
 from apps.limits.counters import budget_key
 from apps.limits.models import Scope
-from apps.limits.periods import window_at
 from apps.limits.services import limits_set
+from apps.limits.windows import window_at
 from apps.outbox.outbox import outbox
 from tests.factories import TeamFactory, create_api_key
 from tests.proxy.conftest import add_alias, add_provider_key

@@ -344,7 +344,7 @@ async def test_a_new_day_starts_from_zero_and_a_request_in_flight_at_midnight_co
 
     from apps.limits.counters import budget_key, counters
     from apps.limits.models import Scope
-    from apps.limits.periods import window_at
+    from apps.limits.windows import window_at
 
     def spent_on(moment) -> int:
         key = budget_key(str(organization.id), Scope.TEAM, str(team.id), window_at("daily", moment))

@@ -15,9 +15,9 @@ from apps.audit.rollups import Totals, hour_of, rollups_add
 from apps.core.generations import SEED, generation_key, local_generation, new_seed
 from apps.core.redis import sync_client
 from apps.limits.counters import BudgetCharge, local_counters, redis_counters
-from apps.limits.periods import window_at
 from apps.limits.selectors import usd_to_nanos
 from apps.limits.services import limits_set
+from apps.limits.windows import window_at
 from apps.teams.models import TeamMembership
 from tests.audit.entries import AuditEntryFactory
 from tests.factories import TeamFactory, create_api_key

@@ -6,15 +6,15 @@ they behave: the same session and role as the rest of the API, a CSV or JSON Lin
 errors in the management shape.
 """
 
-from apps.audit import exports, periods
+from apps.audit import exports, time_ranges
 from apps.core.api.schema import ERROR_DESCRIPTIONS, PYTHON_SPACE
 
 _ERROR = {"$ref": "#/components/schemas/Error"}
-# The exports refuse C0 and C1 controls and DEL (periods.CONTROL_CHARACTER_RANGE): the schema says the same.
-_C = periods.CONTROL_CHARACTER_RANGE
+# The exports refuse C0 and C1 controls and DEL (time_ranges.CONTROL_CHARACTER_RANGE): the schema too.
+_C = time_ranges.CONTROL_CHARACTER_RANGE
 _PRINTABLE = rf"^[^{_C}]*$"
 _PRINTABLE_NOT_BLANK = rf"^[^{_C}]*[^{PYTHON_SPACE}{_C}][^{_C}]*$"
-_RANGE_TEXT = {"type": "string", "maxLength": periods.INSTANT_MAX_LENGTH, "pattern": _PRINTABLE}
+_RANGE_TEXT = {"type": "string", "maxLength": time_ranges.INSTANT_MAX_LENGTH, "pattern": _PRINTABLE}
 
 
 def _parameter(name: str, schema: dict, description: str) -> dict:
@@ -27,7 +27,7 @@ def _range_parameters(*, default: str) -> list[dict]:
         _parameter("to", _RANGE_TEXT, "End, exclusive; needs `from`. Default: now."),
         _parameter(
             "period",
-            {"type": "string", "enum": list(periods.PERIODS)},
+            {"type": "string", "enum": list(time_ranges.PERIODS)},
             f"Ending now; excludes from/to. {default}",
         ),
         _parameter(

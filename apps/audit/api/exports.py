@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse, QueryDict, StreamingHttpRespo
 from django.utils import timezone
 
 from apps.audit import exports
-from apps.audit.periods import InvalidParameter, parse_range, text_parameter
+from apps.audit.time_ranges import InvalidParameter, parse_range, text_parameter
 from apps.organizations.authentication import SessionContext
 from apps.organizations.models import Role
 from apps.organizations.tenancy import organization_view

@@ -6,9 +6,9 @@ from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from apps.audit.periods import InvalidParameter, format_instant
 from apps.audit.reconcile import BudgetCountersReport, ReconcileReport, reconcile, retained_since
 from apps.audit.rollups import Totals
+from apps.audit.time_ranges import InvalidParameter, format_instant
 from apps.organizations.tenancy import OrganizationScopedViewSet
 
 from .serializers import TimeRangeSerializer

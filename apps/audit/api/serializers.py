@@ -6,7 +6,7 @@ from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from apps.audit import periods, selectors
+from apps.audit import selectors, time_ranges
 from apps.audit.models import AuditEntry
 from apps.core.api.fields import StrictCharField
 
@@ -19,7 +19,7 @@ _STATUS_CODE = re.compile(r"^[1-5][0-9]{2}$", re.ASCII)
 
 # A validator drf-spectacular can read: the schema's pattern says what the 400 enforces.
 _NO_CONTROL_CHARACTERS = RegexValidator(
-    rf"\A[^{periods.CONTROL_CHARACTER_RANGE}]*\Z", "Control characters (such as NUL) are not allowed."
+    rf"\A[^{time_ranges.CONTROL_CHARACTER_RANGE}]*\Z", "Control characters (such as NUL) are not allowed."
 )
 
 
@@ -53,7 +53,7 @@ class StatusFilterField(serializers.CharField):
 
 
 class TimeRangeSerializer(serializers.Serializer):
-    """``from``/``to`` or ``period``, read by ``periods.parse_range`` (the one parser of a range; the
+    """``from``/``to`` or ``period``, read by ``time_ranges.parse_range`` (the one parser of a range; the
     exports call it too) into ``start`` and ``end``: ``from``/``to`` are a half-open range
     ``[from, to)``, ``period`` names one ending now.
 
@@ -64,7 +64,7 @@ class TimeRangeSerializer(serializers.Serializer):
     range_required = False
 
     period = serializers.ChoiceField(
-        choices=periods.PERIODS, required=False, help_text="A period ending now; excludes from/to."
+        choices=time_ranges.PERIODS, required=False, help_text="A period ending now; excludes from/to."
     )
 
     def get_fields(self):
@@ -72,12 +72,12 @@ class TimeRangeSerializer(serializers.Serializer):
         # Not declarable as attributes: "from" is a Python keyword.
         fields["from"] = QueryTextField(
             required=False,
-            max_length=periods.INSTANT_MAX_LENGTH,
+            max_length=time_ranges.INSTANT_MAX_LENGTH,
             help_text="Start, inclusive: RFC 3339 or a date.",
         )
         fields["to"] = QueryTextField(
             required=False,
-            max_length=periods.INSTANT_MAX_LENGTH,
+            max_length=time_ranges.INSTANT_MAX_LENGTH,
             help_text="End, exclusive: RFC 3339 or a date.",
         )
         return fields
@@ -87,8 +87,8 @@ class TimeRangeSerializer(serializers.Serializer):
         if not bounds and self.default_period is None and not self.range_required:
             return {**attrs, "start": None, "end": None}
         try:
-            time_range = periods.parse_range(bounds, default_period=self.default_period)
-        except periods.InvalidParameter as error:
+            time_range = time_ranges.parse_range(bounds, default_period=self.default_period)
+        except time_ranges.InvalidParameter as error:
             raise serializers.ValidationError(error.fields) from None
         return {**attrs, "start": time_range.start, "end": time_range.end}
 

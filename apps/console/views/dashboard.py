@@ -17,7 +17,7 @@ from django.urls import path
 from django.utils import timezone
 
 from apps.audit import selectors
-from apps.audit.periods import format_instant
+from apps.audit.time_ranges import format_instant
 from apps.console import charts
 from apps.console.access import Console, console_view
 from apps.console.areas import Navigation

@@ -22,7 +22,7 @@ from apps.audit import exports, selectors
 from apps.audit.api.exports import COMPLIANCE_EXPORT_ROLE, attachment
 from apps.audit.api.serializers import AuditEntrySerializer, LogQuerySerializer
 from apps.audit.api.views import AuditLogPagination
-from apps.audit.periods import TimeRange
+from apps.audit.time_ranges import TimeRange
 from apps.console.access import Console, console_view
 from apps.console.areas import Navigation
 from apps.console.forms import relative_link

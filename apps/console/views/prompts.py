@@ -27,7 +27,7 @@ from apps.prompts.api.serializers import (
     RenderSerializer,
     VersionCreateSerializer,
 )
-from apps.prompts.catalog import DEFAULT_LABEL, LATEST
+from apps.prompts.compiled import DEFAULT_LABEL, LATEST
 from apps.prompts.models import PromptLabel, PromptTemplate, PromptVersion
 from apps.prompts.rendering import TemplateSyntaxError, compile_text
 

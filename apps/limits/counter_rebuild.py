@@ -23,9 +23,9 @@ from django.utils import timezone
 
 from .counters import BudgetCharge, counters
 from .models import Limits
-from .periods import window_at
 from .selectors import nanos_to_usd, usd_to_nanos
 from .spend import spend_since
+from .windows import window_at
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from apps.prompts import services
-from apps.prompts.catalog import (
+from apps.prompts.compiled import (
     EMPTY_CATALOG,
     InvalidPrompt,
     PromptNotFound,

@@ -1,4 +1,4 @@
-"""Budget periods, in UTC: the window a budget's spend is counted in at a given moment."""
+"""Budget windows, in UTC: the window a budget's spend is counted in at a given moment."""
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta

@@ -216,7 +216,7 @@ def test_only_an_account_made_through_an_invitation_link_has_an_unverified_addre
 ):
     sign_up_through_the_link(invite(session_client, "linked@example.com").json()["accept_url"])
     assert not User.objects.get(email="linked@example.com").email_verified
-    # The operator's ways: the Django admin's add page, bootstrap_admin (tests/management/test_bootstrap.py
+    # The operator's ways: the Django admin's add page, bootstrap_admin (tests/organizations/test_bootstrap.py
     # runs it on an empty gateway; here the account exists and the operator names it) and createsuperuser.
     response = admin_browser.post(
         "/admin/accounts/user/add/",

@@ -1,6 +1,7 @@
 from collections.abc import Mapping
 
 from django.core.validators import RegexValidator
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from rest_framework import serializers
 
 from apps.catalog.models import Deployment, ModelAlias, ModelPrice
@@ -68,6 +69,19 @@ class ModelAliasSerializer(serializers.ModelSerializer):
         if not value:
             raise serializers.ValidationError("An alias needs at least one deployment.")
         return value
+
+
+class ModelAliasSchema(OpenApiSerializerExtension):
+    """States ``validate_deployments`` where an alias is written: at least one deployment. Left to
+    the 400: fallbacks that name other aliases of the organization."""
+
+    target_class = ModelAliasSerializer
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        if direction == "request":
+            schema["properties"]["deployments"]["minItems"] = 1
+        return schema
 
 
 class ModelPriceSerializer(serializers.ModelSerializer):

@@ -82,6 +82,19 @@ class ManagementAutoSchema(AutoSchema):
             blank_allowed = field.allow_blank or not field.trim_whitespace
             schema["pattern"] = _NO_NUL if blank_allowed else _NOT_BLANK
 
+    def _map_serializer_field(self, field, direction, bypass_extensions=False):
+        schema = super()._map_serializer_field(field, direction, bypass_extensions)
+        # A list that may not be empty (DRF's allow_empty=False) says so where it is written; an
+        # answer may still hold an empty one (an object written before the rule).
+        if (
+            direction == "request"
+            and isinstance(schema, dict)
+            and schema.get("type") == "array"
+            and getattr(field, "allow_empty", True) is False
+        ):
+            schema["minItems"] = max(schema.get("minItems", 0), 1)
+        return schema
+
     def get_operation(self, path, path_regex, path_prefix, method, registry):
         operation = super().get_operation(path, path_regex, path_prefix, method, registry)
         # Filters of a query serializer that reads an empty value as none (``?team=&model=``, as a

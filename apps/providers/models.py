@@ -20,13 +20,18 @@ DEFAULT_BASE_URLS = {
 }
 
 
+# The providers whose keys must say where (no default address) and which API version.
+NEEDS_BASE_URL = (Provider.AZURE_OPENAI, Provider.OPENAI_COMPATIBLE)
+NEEDS_API_VERSION = (Provider.AZURE_OPENAI,)
+
+
 def missing_settings(provider: str, *, base_url: str, api_version: str) -> dict[str, str]:
     """What a key of ``provider`` lacks before the gateway can call it: field -> message. The API
-    and the admin console both refuse such a key."""
+    and the admin console both refuse such a key (and the OpenAPI document states it)."""
     missing = {}
-    if provider in (Provider.AZURE_OPENAI, Provider.OPENAI_COMPATIBLE) and not base_url:
+    if provider in NEEDS_BASE_URL and not base_url:
         missing["base_url"] = f"A base URL is required for {provider}: it has no default address."
-    if provider == Provider.AZURE_OPENAI and not api_version:
+    if provider in NEEDS_API_VERSION and not api_version:
         missing["api_version"] = "Azure OpenAI needs an api_version (for example 2024-10-21)."
     return missing
 

@@ -57,6 +57,27 @@ BUDGET_SCHEMA = {
     },
     "required": ["amount_usd", "period"],
     "additionalProperties": False,
+    # validated_budget's rule between the fields: a fixed budget has both ends, another neither (or
+    # null). That the end comes after the start is the one rule left to the 400.
+    "oneOf": [
+        {
+            "properties": {
+                "period": {"enum": [BudgetPeriod.FIXED.value]},
+                "starts_at": {"type": "string"},
+                "ends_at": {"type": "string"},
+            },
+            "required": ["starts_at", "ends_at"],
+        },
+        {
+            "properties": {
+                "period": {
+                    "enum": [period for period in BudgetPeriod.values if period != BudgetPeriod.FIXED]
+                },
+                "starts_at": {"enum": [None], "nullable": True},
+                "ends_at": {"enum": [None], "nullable": True},
+            },
+        },
+    ],
 }
 
 RATE_SCHEMA = {"type": "integer", "minimum": 0, "maximum": MAX_RATE, "nullable": True}

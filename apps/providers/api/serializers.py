@@ -6,7 +6,7 @@ from rest_framework import serializers
 from apps.core.api.fields import REGION_PATTERN, StrictBooleanField, StrictCharField
 from apps.core.errors import InvalidRequest
 from apps.providers.addresses import check_upstream_url
-from apps.providers.models import Provider, ProviderKey, missing_settings
+from apps.providers.models import NEEDS_API_VERSION, NEEDS_BASE_URL, Provider, ProviderKey, missing_settings
 
 REGION_MESSAGE = "A region label: lower-case letters, digits and '-' (us, eu, us-east)."
 
@@ -160,5 +160,31 @@ class ProviderKeyUpdateSchema(OpenApiSerializerExtension):
         schema["allOf"] = [
             {"anyOf": [{"not": {"required": ["base_url"]}}, {"required": ["key"]}]},
             {"anyOf": [{"not": {"required": ["key"]}}, {"required": ["base_url"]}]},
+        ]
+        return schema
+
+
+class ProviderKeyCreateSchema(OpenApiSerializerExtension):
+    """States ``missing_settings``: Azure OpenAI and OpenAI-compatible keys need a base URL (they have
+    no default address), Azure OpenAI an api_version too. Left to the 400: a host that does not
+    resolve, or resolves to a refused address."""
+
+    target_class = ProviderKeyCreateSerializer
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        schema["allOf"] = [
+            {
+                "anyOf": [
+                    {"properties": {"provider": {"not": {"enum": [str(p) for p in NEEDS_BASE_URL]}}}},
+                    {"required": ["base_url"], "properties": {"base_url": {"minLength": 1}}},
+                ]
+            },
+            {
+                "anyOf": [
+                    {"properties": {"provider": {"not": {"enum": [str(p) for p in NEEDS_API_VERSION]}}}},
+                    {"required": ["api_version"], "properties": {"api_version": {"minLength": 1}}},
+                ]
+            },
         ]
         return schema

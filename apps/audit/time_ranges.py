@@ -28,6 +28,26 @@ _TIMESTAMP = re.compile(
 )
 # An unencoded "+" in a query string arrives as a space: "...T10:00:00 01:00".
 _SPACE_FOR_PLUS = re.compile(r"(T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?) (\d{2}:\d{2})$", re.IGNORECASE | re.ASCII)
+# The same as patterns for the OpenAPI document, in ranges of the calendar and the clock. Not said:
+# a day the month lacks (2026-02-30) and an instant that leaves the years 1 to 9999 once moved to
+# UTC; both are a 400 naming the parameter.
+_YEAR_PATTERN = r"(?:[1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])"
+_DATE_PATTERN = rf"{_YEAR_PATTERN}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])"
+_CLOCK_PATTERN = r"(?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:\.[0-9]{1,9})?)?"
+_OFFSET_PATTERN = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]"
+
+
+def instant_pattern(blanks: str) -> str:
+    """A pattern of what ``parse_instant`` reads, between ``blanks`` (a character class's inside:
+    what the caller trims and lets through)."""
+    instant = (
+        f"{_DATE_PATTERN}"
+        f"|{_DATE_PATTERN}[Tt ]{_CLOCK_PATTERN}(?:[Zz]|[+-]{_OFFSET_PATTERN})?"
+        f"|{_DATE_PATTERN}[Tt]{_CLOCK_PATTERN} {_OFFSET_PATTERN}"  # an unencoded "+"
+    )
+    return rf"^[{blanks}]*(?:{instant})[{blanks}]*$"
+
+
 # C0 and C1 controls and DEL: never part of a name, a date or an id.
 CONTROL_CHARACTER_RANGE = r"\x00-\x1f\x7f-\x9f"
 CONTROL_CHARACTERS = re.compile(f"[{CONTROL_CHARACTER_RANGE}]")

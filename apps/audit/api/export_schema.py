@@ -14,7 +14,14 @@ _ERROR = {"$ref": "#/components/schemas/Error"}
 _C = time_ranges.CONTROL_CHARACTER_RANGE
 _PRINTABLE = rf"^[^{_C}]*$"
 _PRINTABLE_NOT_BLANK = rf"^[^{_C}]*[^{PYTHON_SPACE}{_C}][^{_C}]*$"
-_RANGE_TEXT = {"type": "string", "maxLength": time_ranges.INSTANT_MAX_LENGTH, "pattern": _PRINTABLE}
+# parse_instant trims Python's whitespace, but text_parameter refuses the controls among it first.
+_PRINTABLE_SPACE = r" \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+_RANGE_TEXT = {
+    "type": "string",
+    "maxLength": time_ranges.INSTANT_MAX_LENGTH,
+    "pattern": time_ranges.instant_pattern(_PRINTABLE_SPACE),
+    "example": "2026-11-01T00:00:00Z",
+}
 
 
 def _parameter(name: str, schema: dict, description: str) -> dict:

@@ -2,6 +2,7 @@
 
 from dataclasses import asdict
 
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -20,6 +21,22 @@ class ReconcileRequestSerializer(TimeRangeSerializer):
     range_required = True
 
     apply = serializers.BooleanField(required=False, default=False)
+
+
+class ReconcileRequestSchema(OpenApiSerializerExtension):
+    """States ``periods.parse_range``'s rules between the fields, which a body (unlike a query
+    string) can: ``period`` or ``from``, never both; ``to`` only with ``from``. Left to the 400:
+    ``from`` before ``to``, and a day the month has."""
+
+    target_class = ReconcileRequestSerializer
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        schema["oneOf"] = [
+            {"required": ["period"], "not": {"anyOf": [{"required": ["from"]}, {"required": ["to"]}]}},
+            {"required": ["from"], "not": {"required": ["period"]}},
+        ]
+        return schema
 
 
 @extend_schema_field({"type": "string", "format": "decimal", "example": "12.5"})

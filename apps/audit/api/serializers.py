@@ -9,6 +9,7 @@ from rest_framework import serializers
 from apps.audit import selectors, time_ranges
 from apps.audit.models import AuditEntry
 from apps.core.api.fields import StrictCharField
+from apps.core.api.schema import PYTHON_SPACE
 
 # Query parameters ---------------------------------------------------------------------------------
 
@@ -32,6 +33,23 @@ class QueryTextField(StrictCharField):
         self.validators.append(_NO_CONTROL_CHARACTERS)
 
 
+@extend_schema_field(
+    {"type": "string", "pattern": time_ranges.instant_pattern(PYTHON_SPACE), "example": "2026-11-01T00:00:00Z"}
+)
+class InstantParameterField(QueryTextField):
+    """``from`` or ``to``: an RFC 3339 timestamp or a date, read by ``time_ranges.parse_range``."""
+
+    def __init__(self, **kwargs):
+        super().__init__(max_length=time_ranges.INSTANT_MAX_LENGTH, **kwargs)
+
+
+# An HTTP status, a class or "error", in any case, around the blanks DRF trims.
+STATUS_FILTER_PATTERN = (
+    rf"^[{PYTHON_SPACE}]*(?:[1-5][0-9]{{2}}|[1-5][xX]{{2}}|[eE][rR]{{2}}[oO][rR])[{PYTHON_SPACE}]*$"
+)
+
+
+@extend_schema_field({"type": "string", "pattern": STATUS_FILTER_PATTERN, "example": "4xx"})
 class StatusFilterField(serializers.CharField):
     """An exact HTTP status (``404``), a class (``2xx``, ``4xx``, ``5xx``) or ``error`` (>= 400),
     as a half-open range of codes."""
@@ -70,16 +88,10 @@ class TimeRangeSerializer(serializers.Serializer):
     def get_fields(self):
         fields = super().get_fields()
         # Not declarable as attributes: "from" is a Python keyword.
-        fields["from"] = QueryTextField(
-            required=False,
-            max_length=time_ranges.INSTANT_MAX_LENGTH,
-            help_text="Start, inclusive: RFC 3339 or a date.",
+        fields["from"] = InstantParameterField(
+            required=False, help_text="Start, inclusive: RFC 3339 or a date."
         )
-        fields["to"] = QueryTextField(
-            required=False,
-            max_length=time_ranges.INSTANT_MAX_LENGTH,
-            help_text="End, exclusive: RFC 3339 or a date.",
-        )
+        fields["to"] = InstantParameterField(required=False, help_text="End, exclusive: RFC 3339 or a date.")
         return fields
 
     def validate(self, attrs):

@@ -1,16 +1,28 @@
+from drf_spectacular.extensions import OpenApiSerializerExtension
+from drf_spectacular.plumbing import is_patched_serializer
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from apps.core.api.fields import StrictBooleanField, StrictCharField
+from apps.core.api.schema import PYTHON_SPACE
 from apps.core.api.serializers import ClosedSerializer
 from apps.core.detectors import DETECTOR_NAMES
 from apps.policies import services
 from apps.policies.models import Action, Policy
 
+# services._text: not blank once trimmed, and no control character (below U+0020) inside.
+_S = PYTHON_SPACE
+_C = r"\u0000-\u001f"
+
+
+@extend_schema_field({"type": "string", "pattern": rf"^[{_S}]*[^{_S}{_C}](?:[^{_C}]*[^{_S}{_C}])?[{_S}]*$"})
+class PolicyTextField(StrictCharField):
+    """A name, term or model of a policy, as ``services._text`` takes it."""
+
 
 def _strings(length: int, limit: int, **kwargs) -> serializers.ListField:
     return serializers.ListField(
-        child=StrictCharField(max_length=length), max_length=limit, required=False, **kwargs
+        child=PolicyTextField(max_length=length), max_length=limit, required=False, **kwargs
     )
 
 
@@ -36,7 +48,7 @@ class ScopeSerializer(ClosedSerializer):
 # "Policy" is the policy analytics' component already (apps/audit).
 @extend_schema_serializer(component_name="PolicyObject")
 class PolicySerializer(ClosedSerializer, serializers.ModelSerializer):
-    name = StrictCharField(max_length=services.NAME_LENGTH)
+    name = PolicyTextField(max_length=services.NAME_LENGTH)
     action = serializers.ChoiceField(choices=Action.values)
     detectors = serializers.ListField(
         child=serializers.ChoiceField(choices=DETECTOR_NAMES),
@@ -105,6 +117,46 @@ class PolicySerializer(ClosedSerializer, serializers.ModelSerializer):
         return values
 
 
+class PolicySchema(OpenApiSerializerExtension):
+    """States ``services._check_whole`` where a policy is created whole: at least one rule, and
+    apply_to_response only on a redact policy (a PATCH's outcome depends on the stored policy).
+    Left to the 400: scope ids of the organization's teams and keys, patterns that compile (and
+    within the organization's budget of patterns)."""
+
+    target_class = PolicySerializer
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        if direction == "request" and not is_patched_serializer(self.target, direction):
+            a_rule = [
+                {"required": [name], "properties": {name: {"minItems": 1}}}
+                for name in ("detectors", "patterns", "terms", "denied_models")
+            ]
+            schema["allOf"] = [
+                {
+                    "anyOf": [
+                        *a_rule,
+                        {
+                            "required": ["max_prompt_chars"],
+                            "properties": {"max_prompt_chars": {"type": "integer"}},
+                        },
+                    ]
+                },
+                # Inside a "not", which postprocess_schema_enums leaves alone (it would turn the
+                # enums into components).
+                {
+                    "not": {
+                        "required": ["apply_to_response", "action"],
+                        "properties": {
+                            "apply_to_response": {"enum": [True]},
+                            "action": {"not": {"enum": [Action.REDACT.value]}},
+                        },
+                    }
+                },
+            ]
+        return schema
+
+
 @extend_schema_field(
     {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "maxItems": 2048}]}
 )
@@ -137,6 +189,18 @@ class DryRunSerializer(ClosedSerializer):
         if ("messages" in attrs) == ("input" in attrs):
             raise serializers.ValidationError("Give one of messages or input.")
         return attrs
+
+
+class DryRunSchema(OpenApiSerializerExtension):
+    """States ``DryRunSerializer.validate``: messages or input, exactly one. Left to the 400: a team
+    and an API key of the organization."""
+
+    target_class = DryRunSerializer
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        schema["oneOf"] = [{"required": ["messages"]}, {"required": ["input"]}]
+        return schema
 
 
 @extend_schema_serializer(component_name="PolicyDecision")

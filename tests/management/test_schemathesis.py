@@ -44,33 +44,42 @@ CHECKS = (
     "ignored_auth",
 )
 
-# Rules a schema cannot state: a field another one requires (a provider that has no default address),
-# a reference to
-# an object that does not exist (a team id, a fallback alias), and the analytics range rules
-# ("period" or "from"/"to", "from" before "to", a range required for the compliance export). There
-# the API answers 400 validation_error naming the field, which schemathesis documents as the
-# way to allow such a rejection for one operation (`st explain ST202`).
+# The operations whose validation keeps a rule a schema cannot state: a reference to an object that
+# must exist, an order between two values, a host that must resolve, a pattern that must compile,
+# a parameter that excludes another in a query string; the rules a schema can state are in it
+# (docs/management-api.md, "The schema"). There the API answers 400 naming the field, which
+# schemathesis documents as the way to allow such a rejection for one operation (`st explain
+# ST202`). An operation leaves this list when its last such rule goes.
 REFERENCES_OR_RANGE_RULES = (
-    "POST /api/v1/provider-keys",  # azure_openai and openai_compatible need base_url (Azure: api_version)
+    # base_url's host must resolve to an allowed address (the upstream-url format draws address
+    # literals, but the coverage phase sends other strings).
+    "POST /api/v1/provider-keys",
+    # team_id names a team of the organization; expires_at is in the future; a fixed budget's
+    # ends_at comes after its starts_at.
     "POST /api/v1/api-keys",
+    "PATCH /api/v1/api-keys/{id}",  # expires_at in the future; the budget's ends_at after starts_at
+    # A budget's ends_at after its starts_at.
+    "POST /api/v1/teams",
+    "PATCH /api/v1/teams/{id}",
+    "PATCH /api/v1/organizations/current",
+    # The fallbacks name other aliases of the organization.
     "POST /api/v1/models",
     "PATCH /api/v1/models/{id}",
+    # from before to, on a day the month has.
     "POST /api/v1/analytics/reconcile",
+    # Query strings: period excludes from/to, to needs from (OpenAPI 3.0 parameters cannot say
+    # one excludes another), from before to, on a day the month has; the compliance export
+    # requires a range.
     "GET /api/v1/analytics/logs",
     "GET /api/v1/analytics/overview",
     "GET /api/v1/analytics/cache",
     "GET /api/v1/analytics/policy",
     "GET /api/v1/analytics/compliance/export",
     "GET /api/v1/analytics/policy/export",
-    # A budget's window: starts_at and ends_at only for a fixed budget, and the end after the start.
-    "POST /api/v1/teams",
-    "PATCH /api/v1/teams/{id}",
-    "PATCH /api/v1/api-keys/{id}",
-    "PATCH /api/v1/organizations/current",
-    # A policy's scope names teams and keys of the organization, its patterns must compile, a dry run
-    # takes messages or input: none of it can be said in the schema.
+    # A policy's scope names teams and keys of the organization and its patterns must compile (within
+    # the organization's budget of patterns); a dry run's team and api_key name the organization's.
     "POST /api/v1/policies",
-    "PATCH /api/v1/policies/{id}",
+    "PATCH /api/v1/policies/{id}",  # also: at least one rule, judged with the stored policy
     "POST /api/v1/policies/dry-run",
     # A webhook URL's host must resolve to an allowed address.
     "POST /api/v1/organizations/current/webhooks",

@@ -81,6 +81,13 @@ class ManagementAutoSchema(AutoSchema):
         ):
             blank_allowed = field.allow_blank or not field.trim_whitespace
             schema["pattern"] = _NO_NUL if blank_allowed else _NOT_BLANK
+        # DRF checks a trimmed field's length once it has trimmed it, so a maxLength (which counts
+        # the blanks around) would refuse what the API takes: such a field's pattern bounds the
+        # trimmed value itself.
+        if hasattr(field, "trimmed_pattern") and not field.read_only:
+            schema["pattern"] = field.trimmed_pattern()
+            schema.pop("maxLength", None)
+            schema.pop("minLength", None)
 
     def _map_serializer_field(self, field, direction, bypass_extensions=False):
         schema = super()._map_serializer_field(field, direction, bypass_extensions)

@@ -15,9 +15,12 @@ _S = PYTHON_SPACE
 _C = r"\u0000-\u001f"
 
 
-@extend_schema_field({"type": "string", "pattern": rf"^[{_S}]*[^{_S}{_C}](?:[^{_C}]*[^{_S}{_C}])?[{_S}]*$"})
 class PolicyTextField(StrictCharField):
     """A name, term or model of a policy, as ``services._text`` takes it."""
+
+    def trimmed_pattern(self) -> str:
+        inside = f"{{0,{self.max_length - 2}}}"
+        return rf"^[{_S}]*[^{_S}{_C}](?:[^{_C}]{inside}[^{_S}{_C}])?[{_S}]*$"
 
 
 def _strings(length: int, limit: int, **kwargs) -> serializers.ListField:

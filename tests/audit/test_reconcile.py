@@ -174,6 +174,8 @@ def test_an_empty_period_reconciles_to_nothing(admin_client):
         {"from": 20260101},
         {"from": "2020-01-01", "to": "2026-01-01"},
         {"period": "24h", "apply": "maybe"},
+        {"period": "24h", "apply": 0},  # JSON true or false only: 0 was taken as a dry run
+        {"period": "24h", "apply": "true"},
     ],
 )
 def test_it_refuses_a_bad_period(admin_client, body):

@@ -93,6 +93,14 @@ def test_bad_feedback_is_refused(api_key, request_entry, values):
     assert response.json()["error"]["code"] == "validation_error"
 
 
+@pytest.mark.parametrize("request_id", [0, False, 1.5, ["x"]])
+def test_a_request_id_that_is_not_a_uuid_string_is_refused(api_key, request_entry, request_id):
+    """DRF's UUIDField takes a number as UUID(int=...): ``false`` was stored against UUID 0."""
+    response = key_client(api_key[1]).post(URL, {"request_id": request_id, "score": 1}, format="json")
+    assert response.status_code == 400, response.content
+    assert response.json()["error"]["fields"].keys() == {"request_id"}
+
+
 def test_a_nan_score_is_refused(api_key, request_entry):
     body = '{"request_id": "' + str(request_entry.id) + '", "score": NaN}'
     response = key_client(api_key[1]).post(URL, body, content_type="application/json")

@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from apps.audit.reconcile import BudgetCountersReport, ReconcileReport, reconcile, retained_since
 from apps.audit.rollups import Totals
 from apps.audit.time_ranges import InvalidParameter, format_instant
+from apps.core.api.fields import StrictBooleanField
 from apps.organizations.tenancy import OrganizationScopedViewSet
 
 from .serializers import TimeRangeSerializer
@@ -20,11 +21,11 @@ class ReconcileRequestSerializer(TimeRangeSerializer):
 
     range_required = True
 
-    apply = serializers.BooleanField(required=False, default=False)
+    apply = StrictBooleanField(required=False, default=False)
 
 
 class ReconcileRequestSchema(OpenApiSerializerExtension):
-    """States ``periods.parse_range``'s rules between the fields, which a body (unlike a query
+    """States ``time_ranges.parse_range``'s rules between the fields, which a body (unlike a query
     string) can: ``period`` or ``from``, never both; ``to`` only with ``from``. Left to the 400:
     ``from`` before ``to``, and a day the month has."""
 

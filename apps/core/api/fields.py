@@ -58,6 +58,15 @@ class StrictIntegerField(serializers.IntegerField):
         return super().to_internal_value(data)
 
 
+class StrictUUIDField(serializers.UUIDField):
+    """A UUID written as a string: DRF would also take the number ``0`` (or ``false``) as UUID 0."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid", value=data)
+        return super().to_internal_value(data)
+
+
 class StrictSlugField(serializers.SlugField):
     def to_internal_value(self, data):
         if not isinstance(data, str):

@@ -5,7 +5,7 @@ sum to more than 0)."""
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from apps.core.api.fields import StrictCharField, StrictIntegerField, StrictRegexField
+from apps.core.api.fields import StrictCharField, StrictIntegerField, StrictRegexField, StrictUUIDField
 from apps.core.api.serializers import ClosedSerializer
 from apps.experiments import services
 from apps.experiments.models import Experiment, Feedback, PendingFeedback, Variant
@@ -133,7 +133,7 @@ class PromoteSerializer(ClosedSerializer):
 
 class FeedbackInputSerializer(serializers.Serializer):
     # Open, as the schema says: an application's extra fields are ignored, not refused.
-    request_id = serializers.UUIDField()
+    request_id = StrictUUIDField()
     score = serializers.FloatField(
         required=False, min_value=-services.SCORE_LIMIT, max_value=services.SCORE_LIMIT
     )

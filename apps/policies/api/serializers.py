@@ -3,7 +3,7 @@ from drf_spectacular.plumbing import is_patched_serializer
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
-from apps.core.api.fields import StrictBooleanField, StrictCharField
+from apps.core.api.fields import StrictBooleanField, StrictCharField, StrictUUIDField
 from apps.core.api.schema import PYTHON_SPACE
 from apps.core.api.serializers import ClosedSerializer
 from apps.core.detectors import DETECTOR_NAMES
@@ -32,13 +32,13 @@ def _strings(length: int, limit: int, **kwargs) -> serializers.ListField:
 @extend_schema_serializer(component_name="PolicyScope")
 class ScopeSerializer(ClosedSerializer):
     teams = serializers.ListField(
-        child=serializers.UUIDField(),
+        child=StrictUUIDField(),
         max_length=services.SCOPE_LIMIT,
         required=False,
         help_text="Team ids; empty: every team (and requests without one).",
     )
     api_keys = serializers.ListField(
-        child=serializers.UUIDField(),
+        child=StrictUUIDField(),
         max_length=services.SCOPE_LIMIT,
         required=False,
         help_text="API key ids; empty: every key.",

@@ -4,7 +4,7 @@ cannot say: tags that compile, variables that agree with the messages, a version
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
-from apps.core.api.fields import StrictCharField, StrictIntegerField, StrictRegexField
+from apps.core.api.fields import StrictCharField, StrictIntegerField, StrictRegexField, StrictUUIDField
 from apps.core.api.serializers import ClosedSerializer
 from apps.prompts import services
 from apps.prompts.models import PromptLabel, PromptLabelMove, PromptTemplate, PromptVersion
@@ -233,7 +233,7 @@ class RenderSerializer(ClosedSerializer):
 
 @extend_schema_serializer(component_name="PromptRendered")
 class RenderedSerializer(serializers.Serializer):
-    template_id = serializers.UUIDField()
+    template_id = StrictUUIDField()
     slug = serializers.CharField()
     version = serializers.IntegerField()
     label = serializers.CharField(allow_null=True)

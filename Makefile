@@ -35,7 +35,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# The type checker over what [tool.mypy] in pyproject.toml lists (the proxy, apps/proxy).
+# The type checker over what [tool.mypy] in pyproject.toml lists (apps/proxy and every app's services).
 typecheck: install
 	$(BIN)/mypy
 

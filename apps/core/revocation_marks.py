@@ -13,6 +13,7 @@ from collections.abc import Callable
 from apps.core.redis import redis_key
 
 MARKER_SECONDS = 24 * 3600
+_SWEEP_SECONDS = 60.0
 
 
 def marker(key_id: str) -> str:
@@ -27,11 +28,14 @@ class LocalMarks:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._until: dict[str, float] = {}
+        self._next_sweep = 0.0
 
     def add(self, key_id: str) -> None:
         now = self._clock()
-        for stale in [key for key, until in list(self._until.items()) if until <= now]:
-            self._until.pop(stale, None)
+        if now >= self._next_sweep:  # at most once a minute: revoking many keys stays linear
+            self._next_sweep = now + _SWEEP_SECONDS
+            for stale in [key for key, until in list(self._until.items()) if until <= now]:
+                self._until.pop(stale, None)
         self._until[str(key_id)] = now + MARKER_SECONDS
 
     def __contains__(self, key_id: str) -> bool:

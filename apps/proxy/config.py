@@ -11,7 +11,7 @@ change bumped nothing; the requests that arrive meanwhile are served the copy he
 reads an organization once however many requests need it at the same moment (``ConfigStore``).
 
 The organization's policies are compiled after the read, in a thread of their own
-(``_POLICY_BUILDS``), not in the thread every database call of the worker shares
+(``runtime.policy_builds``), not in the thread every database call of the worker shares
 (``database_sync_to_async`` is thread-sensitive): a slow build holds up that organization's requests
 only, which wait for it, and never another organization's key or configuration read. Compiling
 still takes the GIL in turns with every thread, so what bounds its cost is the save-time check

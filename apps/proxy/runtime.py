@@ -58,7 +58,11 @@ class ProxyRuntime:
     policy_builds: ThreadPoolExecutor
 
     def start(self) -> None:
-        """Builds every piece; called once, by ``ProxyConfig.ready``."""
+        """Builds every piece, once per process: ``ProxyConfig.ready`` may run again (a test that
+        changes INSTALLED_APPS), and building again would drop the registered stages (their module
+        is imported once) and leak the policy-build threads."""
+        if self.started:
+            return
         from .auth import ApiKeyCache
         from .config import ConfigStore
         from .key_usage import KeyUsageRecorder

@@ -34,8 +34,10 @@ _last_warning = 0.0
 
 
 def on_revoke(listener: Callable[[str], None]) -> None:
-    """Registers a callback run in this process with the id of every key revoked here."""
-    _listeners.append(listener)
+    """Registers a callback run in this process with the id of every key revoked here (once, however
+    often the registering app's ``ready`` runs)."""
+    if listener not in _listeners:
+        _listeners.append(listener)
 
 
 class Revocation(Protocol):

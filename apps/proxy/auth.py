@@ -23,7 +23,7 @@ from django.utils import timezone
 from apps.core.database import UNREACHABLE_ERRORS, DatabaseUnavailable, outage
 from apps.core.errors import AuthenticationFailed, PermissionDenied
 from apps.core.model_patterns import ModelAllowList
-from apps.keys import revocation, selectors
+from apps.keys import selectors
 from apps.keys.secrets import api_key_digest
 
 from .runtime import runtime
@@ -96,12 +96,10 @@ class ApiKeyCache:
         self._digest_by_id.clear()
 
 
-def _forget_revoked(key_id: str) -> None:
+def forget_revoked(key_id: str) -> None:
+    """A key revoked in this process leaves its key cache at once (registered by ``ProxyConfig.ready``)."""
     if runtime.started:
         runtime.keys.forget(key_id)
-
-
-revocation.on_revoke(_forget_revoked)
 
 
 class KeyRefused(AuthenticationFailed):

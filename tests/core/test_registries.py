@@ -12,6 +12,8 @@ from apps.limits import spend
 from apps.organizations import departures
 from apps.organizations.services import account_memberships_end
 from apps.outbox.kinds import kinds
+from apps.keys import revocation
+from apps.proxy.auth import forget_revoked
 from apps.teams.services import team_memberships_end
 
 
@@ -21,6 +23,7 @@ def test_every_registry_is_filled_by_the_app_above_it():
     assert account_memberships_end in reclaim.releases
     assert len(password_rules.rules) == 1  # single sign-on's require_sso
     assert {"audit", "event"} <= kinds.keys()
+    assert revocation._listeners.count(forget_revoked) == 1
 
 
 def test_reencrypt_secrets_knows_every_encrypted_field():

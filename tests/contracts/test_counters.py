@@ -232,6 +232,20 @@ async def test_settles_ride_along_even_when_the_admission_is_refused(backend):
     assert backend.counters.usage(charge.key) == Usage(spent_nanos=100, reserved_nanos=0)
 
 
+async def test_settles_ride_along_even_when_the_key_is_revoked(backend):
+    charge = await backend.seeded(backend.budget(1_000, 700))
+    assert (await backend.admit(budgets=[charge], request_id="r1")).admitted
+    revoked = str(uuid.uuid4())
+    backend.revocation.mark(revoked)
+    try:
+        refused = await backend.admit(key_id=revoked, settling=[SettleEntry("r1", [(charge, 100)], [])])
+        assert refused.revoked and refused.settled == [[]]
+        assert backend.counters.usage(charge.key) == Usage(spent_nanos=100, reserved_nanos=0)
+    finally:
+        if backend.kind == "redis":
+            sync_client().delete(marker(revoked))
+
+
 async def test_usage_of_a_window_nobody_used_is_zero(backend):
     assert backend.counters.usage(backend.budget(1_000, 0).key) == Usage(spent_nanos=0, reserved_nanos=0)
 

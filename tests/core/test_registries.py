@@ -8,11 +8,11 @@ them filled."""
 from apps.accounts import password_rules, reclaim
 from apps.audit.selectors import spend_since
 from apps.core import stored_secrets
+from apps.keys import revocation
 from apps.limits import spend
 from apps.organizations import departures
 from apps.organizations.services import account_memberships_end
 from apps.outbox.kinds import kinds
-from apps.keys import revocation
 from apps.proxy.auth import forget_revoked
 from apps.teams.services import team_memberships_end
 

@@ -1,14 +1,16 @@
 """The Django admin's organization page: its settings, its members (read only) and its budget and rate
 limits (apps/limits), so it lives here, above both; members and invitations are apps/organizations/admin.py.
-Writes go through the organizations' services."""
+Writes go through the services: a change through the settings' (apps/organization_settings/services.py),
+whose rules the form shows on its fields."""
 
 from django import forms
 from django.contrib import admin
 
 from apps.accounts.models import User
-from apps.core.admin_mixins import DataRegionsField, ModelPatternsField, ServiceAdmin
+from apps.core.admin_mixins import DataRegionsField, ModelPatternsField, ServiceAdmin, service_errors_on
 from apps.limits.admin import limits_summary
 from apps.limits.selectors import limits_of
+from apps.organization_settings import services as settings_services
 from apps.organizations import services
 from apps.organizations.models import Membership, Organization
 
@@ -45,7 +47,23 @@ class OrganizationForm(forms.ModelForm):
             "allowed_data_regions",
             "allowed_models",
             "limits_fail_mode",
+            "cache_enabled",
+            "cache_ttl_seconds",
+            "cache_any_temperature",
+            "cache_semantic_enabled",
+            "cache_semantic_threshold",
+            "cache_embedding_model",
         )
+
+    def clean(self):
+        cleaned = super().clean()
+        # The service's rules, shown on the form's fields before the save asks the service again.
+        cache = ("cache_semantic_enabled", "cache_embedding_model")
+        with service_errors_on(self):
+            settings_services.organization_settings_check(
+                organization=self.instance, changes={name: cleaned[name] for name in cache if name in cleaned}
+            )
+        return cleaned
 
 
 class OrganizationAddForm(OrganizationForm):
@@ -97,7 +115,7 @@ class OrganizationAdmin(ServiceAdmin):
         )
 
     def service_update(self, request, obj: Organization, form, changes: dict) -> None:
-        services.organization_update(organization=obj, **changes)
+        settings_services.organization_settings_update(organization=obj, **changes)
 
     def service_delete(self, request, obj: Organization) -> None:
         services.organization_delete(organization=obj)

@@ -133,7 +133,6 @@ def test_refused_settings_say_why_and_change_nothing(console_for, organization):
             allowed_data_regions="EU!",
             cache_ttl_seconds="soon",
             cache_semantic_threshold="2",
-            cache_embedding_model="no-such-alias",
             budget_amount_usd="ten",
         ),
     )
@@ -146,11 +145,20 @@ def test_refused_settings_say_why_and_change_nothing(console_for, organization):
         "settings.allowed_data_regions",
         "settings.cache_ttl_seconds",
         "settings.cache_semantic_threshold",
-        "settings.cache_embedding_model",
         "settings.budget.amount_usd",
     ):
         assert f"<code>{field}" in page, field
-    # The semantic tier needs an embeddings model; a budget the service refuses keeps the rest unchanged.
+    # The service's rules, once the types are right: the embeddings model is an alias of the catalog,
+    # the semantic tier needs one; a budget the service refuses keeps the rest unchanged.
+    response = post_form(
+        client,
+        SETTINGS,
+        f"{SETTINGS}edit",
+        settings_form(organization, cache_embedding_model="no-such-alias"),
+    )
+    assert response.status_code == 400
+    assert "<code>settings.cache_embedding_model" in response.content.decode()
+    assert "No such model alias" in response.content.decode()
     response = post_form(
         client,
         SETTINGS,

@@ -401,6 +401,37 @@ def test_the_admin_console_refuses_organization_settings_the_api_would_refuse(
     assert organization.allowed_data_regions == []
 
 
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"cache_embedding_model": "their-embeddings"}, "No such model alias in this organization"),
+        ({"cache_semantic_enabled": "on"}, "The semantic cache needs an embeddings model alias."),
+    ],
+)
+def test_the_admin_console_refuses_an_embeddings_model_the_organization_does_not_have(
+    admin_browser, organization, outsider, changes, message
+):
+    ModelAliasFactory(organization=outsider.organization, alias="their-embeddings")
+
+    response = admin_post(admin_browser, f"{ORGANIZATIONS}/{organization.id}/change/", **changes)
+
+    assert response.status_code == 200
+    assert message in str(form_errors(response).get("cache_embedding_model")), form_errors(response)
+    organization.refresh_from_db()
+    assert (organization.cache_embedding_model, organization.cache_semantic_enabled) == ("", False)
+
+
+def test_the_admin_console_sets_an_embeddings_model_of_the_organizations_catalog(admin_browser, organization):
+    ModelAliasFactory(organization=organization, alias="embedder")
+    url = f"{ORGANIZATIONS}/{organization.id}/change/"
+
+    response = admin_post(admin_browser, url, cache_embedding_model="embedder", cache_semantic_enabled="on")
+
+    assert response.status_code == 302, form_errors(response)
+    organization.refresh_from_db()
+    assert (organization.cache_embedding_model, organization.cache_semantic_enabled) == ("embedder", True)
+
+
 def test_the_admin_console_creates_and_changes_a_team_through_the_service(
     admin_browser, organization, django_capture_on_commit_callbacks
 ):

@@ -108,9 +108,7 @@ def organization_settings(request, console: Console):
 @console_view(role=Role.ADMIN, methods=("POST",))
 def organization_settings_update(request, console: Console):
     organization = console.organization
-    serializer = OrganizationSerializer(
-        organization, data=_settings_input(request.POST), partial=True, context={"organization": organization}
-    )
+    serializer = OrganizationSerializer(organization, data=_settings_input(request.POST), partial=True)
     if not serializer.is_valid():
         return _settings_page(
             request, console, errors=flat_errors(serializer.errors), form=request.POST, status=400

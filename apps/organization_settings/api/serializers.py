@@ -8,7 +8,6 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from apps.catalog.models import ModelAlias
 from apps.catalog.selectors import default_price_of
 from apps.core.api.fields import (
     DataRegionsField,
@@ -118,29 +117,9 @@ class OrganizationSettingsSerializer(serializers.Serializer):
         max_length=200,
         allow_blank=True,
         required=False,
-        help_text="An embeddings model alias of the organization's catalog, for L3; blank for none.",
+        help_text="An embeddings model alias of the organization's catalog, for L3; blank for none "
+        "(services.organization_settings_check).",
     )
-
-    def validate_cache_embedding_model(self, value: str) -> str:
-        if (
-            value
-            and not ModelAlias.objects.filter(organization=self.context["organization"], alias=value).exists()
-        ):
-            raise serializers.ValidationError("No such model alias in this organization's catalog.")
-        return value
-
-    def validate(self, attrs):
-        # A partial change is checked against what it leaves: L3 on needs an embeddings model.
-        current = getattr(self.parent, "instance", None)
-
-        def final(field: str):
-            return attrs[field] if field in attrs else getattr(current, field, None)
-
-        if final("cache_semantic_enabled") and not final("cache_embedding_model"):
-            raise serializers.ValidationError(
-                {"cache_embedding_model": ["The semantic cache needs an embeddings model alias."]}
-            )
-        return attrs
 
 
 class OrganizationSerializer(serializers.ModelSerializer):

@@ -117,8 +117,7 @@ class OrganizationSettingsSerializer(serializers.Serializer):
         max_length=200,
         allow_blank=True,
         required=False,
-        help_text="An embeddings model alias of the organization's catalog, for L3; blank for none "
-        "(services.organization_settings_check).",
+        help_text="An embeddings model alias of the organization's catalog, for L3; blank for none.",
     )
 
 

@@ -25,11 +25,19 @@ class ExperimentForm(forms.ModelForm):
                 services.variant_values(variant) for variant in self.instance.variants.all()
             ]
 
-    def target(self) -> dict:
+    def experiment(self) -> dict:
+        """The experiment as the services take it (apps/experiments/inputs.py), which check it: the
+        variants' JSON is passed on as it was typed."""
         template = self.cleaned_data.get("target_template")
         if template is not None:
-            return {"prompt": str(template.id)}
-        return {"model": self.cleaned_data.get("target_model") or ""}
+            target = {"prompt": str(template.id)}
+        else:
+            target = {"model": self.cleaned_data.get("target_model") or ""}
+        return {
+            "name": self.cleaned_data["name"],
+            "target": target,
+            "variants": self.cleaned_data["variants_json"],
+        }
 
 
 class VariantInline(admin.TabularInline):
@@ -73,19 +81,11 @@ class ExperimentAdmin(ServiceAdmin):
 
     def service_create(self, request, form) -> Experiment:
         return services.experiment_create(
-            organization=form.cleaned_data["organization"],
-            name=form.cleaned_data["name"],
-            target=form.target(),
-            variants=form.cleaned_data["variants_json"],
+            organization=form.cleaned_data["organization"], data=form.experiment()
         )
 
     def service_update(self, request, obj: Experiment, form, changes: dict) -> None:
-        services.experiment_update(
-            experiment=obj,
-            name=form.cleaned_data["name"],
-            target=form.target(),
-            variants=form.cleaned_data["variants_json"],
-        )
+        services.experiment_update(experiment=obj, data=form.experiment())
 
     def service_delete(self, request, obj: Experiment) -> None:
         services.experiment_delete(experiment=obj)

@@ -1,11 +1,12 @@
-"""Writes of experiments and feedback (docs/experiments.md). Every value is checked here (the API
-and the admin both write through these). A write that changes what the proxy serves (start, pause,
-resume, complete, promote) bumps the organization's configuration generation; a draft's create,
-update and delete serve nothing and bump nothing."""
+"""Writes of experiments and feedback (docs/experiments.md). Every value is checked here (the API,
+the admin and the console all write through these): an experiment's types and shapes by its input
+serializer (inputs.py), then what a schema cannot say. A write that changes what the proxy serves
+(start, pause, resume, complete, promote) bumps the organization's configuration generation; a
+draft's create, update and delete serve nothing and bump nothing."""
 
 import logging
 import math
-import re
+from collections.abc import Mapping
 from datetime import timedelta
 
 from django.conf import settings
@@ -15,6 +16,7 @@ from django.utils import timezone
 from apps.audit.models import AuditEntry
 from apps.catalog import services as catalog_services
 from apps.catalog.models import ModelAlias
+from apps.core.api.serializers import validated
 from apps.core.errors import Conflict, InvalidRequest, RateLimited, invalid_fields
 from apps.core.generations import bump_generation
 from apps.events.models import EventType
@@ -24,52 +26,36 @@ from apps.prompts import services as prompt_services
 from apps.prompts.compiled import DEFAULT_LABEL
 
 from . import selectors
+from .inputs import PARAMETERS, ExperimentInputSerializer
 from .models import Experiment, ExperimentStatus, Feedback, PendingFeedback, Variant
 from .selectors import template_by_reference
 
 logger = logging.getLogger(__name__)
 
-NAME_LENGTH = 200
-VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
-VARIANTS_MIN, VARIANTS_MAX = 2, 20
-WEIGHT_MAX = 1_000_000
 LABEL_LENGTH = 100
 COMMENT_LENGTH = 5_000
 SCORE_LIMIT = 1e9
 
 
-# The request parameters a variant may set (they replace the client's), checked as a prompt
-# version's defaults are.
-PARAMETER_CHECKS = {
-    name: prompt_services.PARAMETER_CHECKS[name]
-    for name in (
-        "temperature",
-        "top_p",
-        "max_tokens",
-        "max_completion_tokens",
-        "frequency_penalty",
-        "presence_penalty",
-        "seed",
-        "reasoning_effort",
-    )
-}
-PARAMETERS = tuple(PARAMETER_CHECKS)
+# The values of the request parameters a variant may set, checked as a prompt version's defaults are.
+PARAMETER_CHECKS = {name: prompt_services.PARAMETER_CHECKS[name] for name in PARAMETERS}
 
 
 # --- Experiments -----------------------------------------------------------------------------------
 
 
 @transaction.atomic
-def experiment_create(*, organization: Organization, name: str, target: dict, variants: list) -> Experiment:
-    """A draft. ``target``: ``{"model": "<alias>"}`` or ``{"prompt": "<slug or id>"}``; ``variants``:
-    ``[{"name", "weight", "model"?, "prompt_version"?, "parameters"?}]``, the control first. Refused
-    (400 ``validation_error``) for a bad name, target, weight or variant, a model the organization
-    does not have, a version the template does not have."""
-    experiment = Experiment(organization=organization, status=ExperimentStatus.DRAFT)
+def experiment_create(*, organization: Organization, data: Mapping) -> Experiment:
+    """A draft. ``data``, unchecked (the API's body as it came): ``name``; ``target``,
+    ``{"model": "<alias>"}`` or ``{"prompt": "<slug or id>"}``; ``variants``, ``[{"name", "weight",
+    "model"?, "prompt_version"?, "parameters"?}]``, the control first. Refused (400
+    ``validation_error``) for a bad name, target, weight or variant, a model the organization does not
+    have, a version the template does not have."""
+    values = validated(ExperimentInputSerializer, data)
+    experiment = Experiment(organization=organization, status=ExperimentStatus.DRAFT, name=values["name"])
     errors: dict[str, list[str]] = {}
-    experiment.name = _field(errors, "name", _name, name)
-    _set_target(experiment, target, errors)
-    checked = _variants(experiment, variants, errors)
+    _set_target(experiment, values["target"], errors)
+    checked = _variants(experiment, values["variants"], errors)
     if errors:
         raise invalid_fields(errors)
     experiment.save()
@@ -78,21 +64,20 @@ def experiment_create(*, organization: Organization, name: str, target: dict, va
 
 
 @transaction.atomic
-def experiment_update(*, experiment: Experiment, **changes) -> Experiment:
-    """``changes``: any of ``name``, ``target``, ``variants`` (replaces them all). Drafts only (409)."""
-    unknown = set(changes) - {"name", "target", "variants"}
-    if unknown:
-        raise TypeError(f"unknown experiment fields: {', '.join(sorted(unknown))}")
+def experiment_update(*, experiment: Experiment, data: Mapping) -> Experiment:
+    """``data``, unchecked: any of ``name``, ``target``, ``variants`` (replaces them all), as
+    ``experiment_create`` takes them. Drafts only (409)."""
+    changes = validated(ExperimentInputSerializer, data, partial=True)
     experiment = _locked(experiment)
     _require(experiment, ExperimentStatus.DRAFT, "changed")
     errors: dict[str, list[str]] = {}
     if "name" in changes:
-        experiment.name = _field(errors, "name", _name, changes["name"])
+        experiment.name = changes["name"]
     if "target" in changes:
         _set_target(experiment, changes["target"], errors)
     if "variants" in changes or "target" in changes:
         given = changes.get("variants")
-        if given is None:
+        if given is None:  # a new target: the variants it has are checked against it
             given = [variant_values(variant) for variant in experiment.variants.all()]
         checked = _variants(experiment, given, errors)
     else:
@@ -319,32 +304,9 @@ def _require(experiment: Experiment, allowed, doing: str) -> None:
         )
 
 
-def _field(errors: dict, field: str, check, value):
-    try:
-        return check(value)
-    except ValueError as error:
-        errors[field] = [str(error)]
-        return None
-
-
-def _name(value) -> str:
-    if not isinstance(value, str) or "\x00" in value or not value.strip():
-        raise ValueError("A non-blank string without NUL.")
-    value = value.strip()
-    if len(value) > NAME_LENGTH:
-        raise ValueError(f"At most {NAME_LENGTH} characters.")
-    return value
-
-
-def _set_target(experiment: Experiment, target, errors: dict) -> None:
-    if not isinstance(target, dict) or len(target) != 1 or not target.keys() <= {"model", "prompt"}:
-        errors["target"] = ['Exactly one of {"model": "<alias>"} or {"prompt": "<slug or id>"}.']
-        return
+def _set_target(experiment: Experiment, target: dict, errors: dict) -> None:
+    """``target`` parsed (inputs.py ``TargetField``): one kind, a printable name."""
     ((kind, reference),) = target.items()
-    # Printable only: a NUL or a lone surrogate cannot even be sent to PostgreSQL in a query.
-    if not isinstance(reference, str) or not reference or len(reference) > 200 or not reference.isprintable():
-        errors[f"target.{kind}"] = ["A name of 1 to 200 printable characters."]
-        return
     if kind == "model":
         experiment.target_model, experiment.target_template = reference, None
         if _alias(experiment.organization_id, reference) is None:
@@ -374,67 +336,38 @@ def variant_values(variant: Variant) -> dict:
     return values
 
 
-def _variants(experiment: Experiment, variants, errors: dict) -> list[dict]:
-    if not isinstance(variants, list | tuple) or not VARIANTS_MIN <= len(variants) <= VARIANTS_MAX:
-        errors["variants"] = [f"A list of {VARIANTS_MIN} to {VARIANTS_MAX} variants, the control first."]
-        return []
+def _variants(experiment: Experiment, variants: list, errors: dict) -> list[dict]:
+    """The rules of ``variants`` (parsed: inputs.py ``VariantInputSerializer``) a schema cannot say:
+    distinct names, models the organization has, versions the template has, the parameters' values,
+    weights that sum to more than 0."""
     template = experiment.target_template
-    prompt_target = template is not None
     versions = set(template.versions.values_list("number", flat=True)) if template is not None else set()
-    models = {
-        variant["model"]
-        for variant in variants
-        if isinstance(variant, dict) and isinstance(variant.get("model"), str) and variant["model"]
-    }
     known = set(
         ModelAlias.objects.filter(
             organization_id=experiment.organization_id,
-            alias__in=[model for model in models if isinstance(model, str) and model.isprintable()],
+            # Printable only: a lone surrogate cannot even be sent to PostgreSQL in a query.
+            alias__in=[v["model"] for v in variants if v.get("model") and v["model"].isprintable()],
         ).values_list("alias", flat=True)
     )
-    checked, names, total = [], set(), 0
+    checked, names = [], set()
     for index, variant in enumerate(variants):
         where = f"variants[{index}]"
-        allowed = {"name", "weight", "model", "prompt_version", "parameters"}
-        if not isinstance(variant, dict) or "name" not in variant or "weight" not in variant:
-            errors[where] = [
-                'An object with "name", "weight" and optionally "model", "prompt_version", "parameters".'
-            ]
-            continue
-        unknown = sorted(str(key) for key in variant if key not in allowed)
-        if unknown:
-            errors[where] = [f"Unknown field {', '.join(unknown)}."]
-            continue
-        name, weight = variant["name"], variant["weight"]
-        if not isinstance(name, str) or not VARIANT_NAME.fullmatch(name):
-            errors[f"{where}.name"] = [
-                "Letters, digits, '_', '.' and '-', starting with a letter or digit, at most 100 characters."
-            ]
-        elif name in names:
+        name = variant["name"]
+        if name in names:
             errors[f"{where}.name"] = [f"'{name}' is used twice."]
         names.add(name)
-        if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= WEIGHT_MAX:
-            errors[f"{where}.weight"] = [f"A whole number from 0 to {WEIGHT_MAX}."]
-        else:
-            total += weight
         model = variant.get("model") or ""
-        if model:
-            if not isinstance(model, str) or len(model) > 200:
-                errors[f"{where}.model"] = ["A model alias name."]
-            elif model not in known:
-                errors[f"{where}.model"] = [f"No model alias '{model}' in this organization."]
+        if model and model not in known:
+            errors[f"{where}.model"] = [f"No model alias '{model}' in this organization."]
         version = variant.get("prompt_version")
         if version is not None:
-            if not prompt_target:
+            if template is None:
                 errors[f"{where}.prompt_version"] = [
                     "Only an experiment on a prompt template sets a version."
                 ]
-            elif isinstance(version, bool) or not isinstance(version, int) or version not in versions:
+            elif version not in versions:
                 errors[f"{where}.prompt_version"] = ["The template has no such version."]
         parameters = variant.get("parameters") or {}
-        if not isinstance(parameters, dict):
-            errors[f"{where}.parameters"] = ["An object of request parameters."]
-            parameters = {}
         for parameter, value in parameters.items():
             check = PARAMETER_CHECKS.get(parameter)
             if check is None:
@@ -451,13 +384,13 @@ def _variants(experiment: Experiment, variants, errors: dict) -> list[dict]:
         checked.append(
             {
                 "name": name,
-                "weight": weight,
+                "weight": variant["weight"],
                 "model": model,
                 "prompt_version": version,
                 "parameters": dict(parameters),
             }
         )
-    if "variants" not in errors and not any(key.endswith(".weight") for key in errors) and total <= 0:
+    if sum(variant["weight"] for variant in variants) <= 0:
         errors["variants"] = ["The weights must sum to more than 0."]
     return checked
 

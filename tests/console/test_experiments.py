@@ -228,12 +228,14 @@ def test_promoting_a_model_variant_moves_the_alias_once(console_for, organizatio
 def test_a_refused_promotion_says_why(console_for, organization, aliases):
     experiment = services.experiment_create(
         organization=organization,
-        name="cool",
-        target={"model": "chat"},
-        variants=[
-            {"name": "control", "weight": 1},
-            {"name": "cool", "weight": 1, "parameters": {"temperature": 0}},
-        ],
+        data={
+            "name": "cool",
+            "target": {"model": "chat"},
+            "variants": [
+                {"name": "control", "weight": 1},
+                {"name": "cool", "weight": 1, "parameters": {"temperature": 0}},
+            ],
+        },
     )
     services.experiment_start(experiment=experiment)
     client = console_for(organization, "admin")

@@ -22,10 +22,12 @@ def model_experiment(organization, *, weights=(50, 50), name: str = "bigger mode
     variant_b = variant_b or {"model": "chat-large"}
     return services.experiment_create(
         organization=organization,
-        name=name,
-        target={"model": "chat"},
-        variants=[
-            {"name": "control", "weight": weights[0]},
-            {"name": "large", "weight": weights[1], **variant_b},
-        ],
+        data={
+            "name": name,
+            "target": {"model": "chat"},
+            "variants": [
+                {"name": "control", "weight": weights[0]},
+                {"name": "large", "weight": weights[1], **variant_b},
+            ],
+        },
     )

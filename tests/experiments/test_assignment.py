@@ -144,12 +144,14 @@ def test_the_catalog_holds_running_experiments_by_target_in_two_queries(
     services.experiment_start(experiment=model_experiment(organization))
     prompt = services.experiment_create(
         organization=organization,
-        name="v2 against v1",
-        target={"prompt": "support"},
-        variants=[
-            {"name": "v1", "weight": 1, "prompt_version": 1},
-            {"name": "v2", "weight": 1, "prompt_version": 2},
-        ],
+        data={
+            "name": "v2 against v1",
+            "target": {"prompt": "support"},
+            "variants": [
+                {"name": "v1", "weight": 1, "prompt_version": 1},
+                {"name": "v2", "weight": 1, "prompt_version": 2},
+            ],
+        },
     )
     services.experiment_start(experiment=prompt)
     model_experiment(organization, name="a draft")  # drafts are not in the catalog

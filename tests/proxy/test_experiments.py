@@ -26,9 +26,14 @@ async def split(organization, upstream):
     def start():
         experiment = experiments.experiment_create(
             organization=organization,
-            name="mini or not",
-            target={"model": "fast"},
-            variants=[{"name": "control", "weight": 1}, {"name": "bright", "weight": 1, "model": "bright"}],
+            data={
+                "name": "mini or not",
+                "target": {"model": "fast"},
+                "variants": [
+                    {"name": "control", "weight": 1},
+                    {"name": "bright", "weight": 1, "model": "bright"},
+                ],
+            },
         )
         return experiments.experiment_start(experiment=experiment)
 
@@ -100,12 +105,14 @@ async def test_a_prompt_target_serves_each_variant_its_version(sdk, organization
         prompts.label_set(template=template, name="production", version=1)
         experiment = experiments.experiment_create(
             organization=organization,
-            name="greetings",
-            target={"prompt": "greet"},
-            variants=[
-                {"name": "v1", "weight": 1, "prompt_version": 1},
-                {"name": "v2", "weight": 1, "prompt_version": 2},
-            ],
+            data={
+                "name": "greetings",
+                "target": {"prompt": "greet"},
+                "variants": [
+                    {"name": "v1", "weight": 1, "prompt_version": 1},
+                    {"name": "v2", "weight": 1, "prompt_version": 2},
+                ],
+            },
         )
         return experiments.experiment_start(experiment=experiment)
 

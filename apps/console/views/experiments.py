@@ -3,9 +3,9 @@ control), start, pause, resume, complete, promote and delete as the API allows t
 (every per-variant figure of the API's results, the comparisons against the control and the
 verdict).
 
-Input is checked by the API's serializers and written through the API's services (start, pause,
-resume, complete and promote move the configuration generation and raise the experiment events); a
-move the status does not allow is refused by the service (409), shown on the experiment's page."""
+Input is checked and written by the API's services, which parse it with apps/experiments/inputs.py
+(start, pause, resume, complete and promote move the configuration generation and raise the experiment
+events); a move the status does not allow is refused by the service (409), shown on the experiment's page."""
 
 import json
 
@@ -20,7 +20,7 @@ from apps.console.areas import Navigation
 from apps.console.forms import check, service_errors
 from apps.core.errors import GatewayError
 from apps.experiments import selectors, services
-from apps.experiments.api.serializers import ExperimentInputSerializer, PromoteSerializer
+from apps.experiments.api.serializers import PromoteSerializer
 from apps.experiments.models import Experiment, ExperimentStatus
 from apps.experiments.results import experiment_results
 from apps.organizations.models import Role
@@ -147,13 +147,6 @@ def _form(request, console: Console, *, experiment: Experiment | None, errors=No
     )
 
 
-def _plain(values: dict) -> dict:
-    """Serializer output as the plain dicts and lists the services take."""
-    if "variants" in values:
-        values = {**values, "variants": [dict(variant) for variant in values["variants"]]}
-    return values
-
-
 # --- Pages ----------------------------------------------------------------------------------------
 
 
@@ -171,10 +164,8 @@ def experiment_create(request, console: Console):
     data, errors = _experiment_input(request.POST)
     status = 400
     if not errors:
-        data, errors = check(ExperimentInputSerializer, data)
-    if data is not None and not errors:
         try:
-            experiment = services.experiment_create(organization=console.organization, **_plain(data))
+            experiment = services.experiment_create(organization=console.organization, data=data)
         except GatewayError as error:
             errors, status = service_errors(error), error.status
         else:
@@ -195,10 +186,8 @@ def experiment_update(request, console: Console, experiment_id):
     data, errors = _experiment_input(request.POST)
     status = 400
     if not errors:
-        data, errors = check(ExperimentInputSerializer, data)
-    if data is not None and not errors:
         try:
-            services.experiment_update(experiment=experiment, **_plain(data))
+            services.experiment_update(experiment=experiment, data=data)
         except GatewayError as error:
             errors, status = service_errors(error), error.status
         else:

@@ -108,7 +108,7 @@ def _render_drf_exception(exc: drf.APIException) -> Response:
         headers["Retry-After"] = str(int(exc.wait))
 
     if isinstance(exc, drf.ValidationError):
-        fields, message = _validation_fields(exc.detail)
+        fields, message = validation_fields(exc.detail)
         return Response(
             error_body(error_type, code, message, fields), status=exc.status_code, headers=headers
         )
@@ -126,7 +126,7 @@ def _render_drf_exception(exc: drf.APIException) -> Response:
     return Response(error_body(error_type, code, message), status=exc.status_code, headers=headers)
 
 
-def _validation_fields(detail) -> tuple[dict[str, list[str]], str]:
+def validation_fields(detail) -> tuple[dict[str, list[str]], str]:
     """Flattens DRF's nested detail into ``{"field": ["message", ...]}`` and a summary message."""
     fields: dict[str, list[str]] = {}
 

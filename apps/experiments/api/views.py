@@ -5,6 +5,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.experiments import services
+from apps.experiments.inputs import ExperimentInputSerializer
 from apps.experiments.models import Experiment
 from apps.experiments.results import experiment_results
 from apps.organizations.authentication import SessionTokenAuthentication
@@ -12,7 +13,6 @@ from apps.organizations.tenancy import OrganizationScopedViewSet
 
 from .authentication import ApiKeyContext, FeedbackApiKeyAuthentication
 from .serializers import (
-    ExperimentInputSerializer,
     ExperimentSerializer,
     FeedbackInputSerializer,
     FeedbackSerializer,
@@ -60,19 +60,13 @@ class ExperimentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Organi
 
     @extend_schema(request=ExperimentInputSerializer, responses={201: ExperimentSerializer})
     def create(self, request):
-        serializer = ExperimentInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        experiment = services.experiment_create(
-            organization=self.organization, **_plain(serializer.validated_data)
-        )
+        experiment = services.experiment_create(organization=self.organization, data=request.data)
         return self._answer(experiment, status.HTTP_201_CREATED)
 
     @extend_schema(request=ExperimentInputSerializer(partial=True), responses={200: ExperimentSerializer})
     def partial_update(self, request, pk=None):
         experiment = self.get_object()
-        serializer = ExperimentInputSerializer(data=request.data, partial=True)
-        serializer.is_valid(raise_exception=True)
-        services.experiment_update(experiment=experiment, **_plain(serializer.validated_data))
+        services.experiment_update(experiment=experiment, data=request.data)
         return self._answer(experiment)
 
     @extend_schema(responses={204: None})
@@ -124,13 +118,6 @@ class ExperimentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Organi
     def _answer(self, experiment: Experiment, code: int = status.HTTP_200_OK) -> Response:
         fresh = self.get_base_queryset().get(pk=experiment.pk)
         return Response(self.get_serializer(fresh).data, status=code)
-
-
-def _plain(values: dict) -> dict:
-    """Serializer output as the plain dicts and lists the services take."""
-    if "variants" in values:
-        values = {**values, "variants": [dict(variant) for variant in values["variants"]]}
-    return values
 
 
 class FeedbackPermission(permissions.BasePermission):

@@ -330,7 +330,7 @@ SPECTACULAR_SETTINGS = {
         # Two fields named "role": a member's role in an organization (invitations) and a message's
         # role in a prompt version.
         "OrganizationRoleEnum": "apps.organizations.models.Role",
-        "MessageRoleEnum": "apps.prompts.services.ROLES",
+        "MessageRoleEnum": "apps.prompts.inputs.ROLES",
     },
     # The interactive docs load their assets from the installed package (drf-spectacular-sidecar,
     # served with the other static files), so they work on a machine without internet access.

@@ -118,10 +118,12 @@ class PromptVersionAdmin(ServiceAdmin):
         data = form.cleaned_data
         return services.version_create(
             template=data["template"],
-            messages=data["messages"],
-            variables=data.get("variables") or [],
-            defaults=data.get("defaults") or {},
-            note=data.get("note") or "",
+            data={
+                "messages": data["messages"],
+                "variables": data.get("variables") or [],
+                "defaults": data.get("defaults") or {},
+                "note": data.get("note") or "",
+            },
             created_by=request.user,
         )
 

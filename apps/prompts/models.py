@@ -36,7 +36,7 @@ class PromptVersion(UUIDModel):
     messages = models.JSONField()
     # [{"name", "default"?}]: exactly the variables the messages use.
     variables = models.JSONField(default=list, blank=True)
-    # Request parameters the version brings (services.DEFAULT_PARAMETERS); the client's own win.
+    # Request parameters the version brings (inputs.DEFAULT_PARAMETERS); the client's own win.
     defaults = models.JSONField(default=dict, blank=True)
     note = models.CharField(max_length=500, blank=True, default="")
     created_by = models.ForeignKey(

@@ -7,52 +7,29 @@ import json
 import math
 import re
 import uuid
+from collections.abc import Mapping
 
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
+from apps.core.api.serializers import validated
 from apps.core.errors import Conflict, invalid_fields
 from apps.core.generations import bump_generation
 from apps.core.unique import name_taken, save_unique
 from apps.organizations.models import Organization
 
 from .compiled import LATEST
+from .inputs import DEFAULT_PARAMETERS, MODEL_LENGTH, TOOLS_LIMIT, VALUE_LENGTH, VersionCreateSerializer
 from .models import PromptLabel, PromptLabelMove, PromptTemplate, PromptVersion
-from .rendering import NAME, TemplateSyntaxError, compile_text, value_text
+from .rendering import TemplateSyntaxError, compile_text, value_text
 
 SLUG_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}")
 SLUG_LENGTH = 100
 NAME_LENGTH = 200
 DESCRIPTION_LENGTH = 5000
-NOTE_LENGTH = 500
 # Labels start with a letter: a version given as a string of digits ("2", as OpenAI's SDK sends
 # it) is a number, never a label.
 LABEL_PATTERN = re.compile(r"[a-z][a-z0-9_-]{0,63}")
-ROLES = ("system", "developer", "user", "assistant")
-MESSAGES_LIMIT = 100
-CONTENT_LENGTH = 100_000
-VARIABLES_LIMIT = 100
-VARIABLE_NAME_LENGTH = 64
-VALUE_LENGTH = 100_000
-TOOLS_LIMIT = 128
-MODEL_LENGTH = 200
-# The request parameters a version may bring, and what each must be (the client's values win).
-DEFAULT_PARAMETERS = (
-    "model",
-    "temperature",
-    "top_p",
-    "max_tokens",
-    "max_completion_tokens",
-    "frequency_penalty",
-    "presence_penalty",
-    "stop",
-    "seed",
-    "response_format",
-    "tools",
-    "tool_choice",
-    "parallel_tool_calls",
-    "reasoning_effort",
-)
 _JSON_LENGTH = 200_000
 _VERSION_ATTEMPTS = 5
 
@@ -149,20 +126,13 @@ def _text(value, limit: int, *, blank: bool = False) -> str:
 # --- Versions --------------------------------------------------------------------------------------
 
 
-def version_create(
-    *,
-    template: PromptTemplate,
-    messages,
-    variables=(),
-    defaults=None,
-    note: str = "",
-    created_by=None,
-) -> PromptVersion:
-    """The template's next version (numbered from 1). Refused (400 ``validation_error``, the field
-    and the position named) if a content is not a valid template, if the variables the messages use
-    and the declared ones differ, or if a default is not one of ``DEFAULT_PARAMETERS`` of its type.
-    Versions are never updated."""
-    checked = check_version(messages=messages, variables=variables, defaults=defaults, note=note)
+def version_create(*, template: PromptTemplate, data: Mapping, created_by=None) -> PromptVersion:
+    """The template's next version (numbered from 1). ``data``, unchecked (the API's body as it
+    came, inputs.py): ``messages``, ``variables``?, ``defaults``?, ``note``?. Refused (400
+    ``validation_error``, the field and the position named) for a bad shape, if a content is not a
+    valid template, if the variables the messages use and the declared ones differ, or if a default
+    is not one of ``DEFAULT_PARAMETERS`` of its type. Versions are never updated."""
+    checked = _checked_version(validated(VersionCreateSerializer, data))
     for attempt in range(_VERSION_ATTEMPTS):
         try:
             with transaction.atomic():
@@ -185,16 +155,13 @@ def version_create(
     raise AssertionError("unreachable")
 
 
-def check_version(*, messages, variables=(), defaults=None, note: str = "") -> dict:
-    """The version's values as they are stored, or ``InvalidRequest`` naming every field at fault."""
+def _checked_version(values: Mapping) -> dict:
+    """The version's values (parsed: inputs.py) as they are stored, or ``InvalidRequest`` naming every
+    field at fault."""
     errors: dict[str, list[str]] = {}
-    checked_messages, used = _messages(messages, errors)
-    checked_variables = _variables(variables, errors)
-    checked_defaults = _defaults({} if defaults is None else defaults, errors)
-    try:
-        checked_note = _text(note, NOTE_LENGTH, blank=True)
-    except ValueError as error:
-        errors["note"] = [str(error)]
+    checked_messages, used = _messages(values["messages"], errors)
+    checked_variables = _variables(values.get("variables", []), errors)
+    checked_defaults = _defaults(values.get("defaults", {}), errors)
     if not errors:
         declared = {variable["name"] for variable in checked_variables}
         undeclared = sorted(used - declared)
@@ -213,7 +180,7 @@ def check_version(*, messages, variables=(), defaults=None, note: str = "") -> d
         "messages": checked_messages,
         "variables": checked_variables,
         "defaults": checked_defaults,
-        "note": checked_note,
+        "note": values.get("note", ""),
     }
 
 
@@ -225,58 +192,26 @@ def _are(names: list[str]) -> str:
     return "are" if len(names) > 1 else "is"
 
 
-def _messages(value, errors: dict) -> tuple[list[dict], set[str]]:
+def _messages(messages: list, errors: dict) -> tuple[list[dict], set[str]]:
+    """Each content compiled: the variables the messages use."""
     used: set[str] = set()
-    if not isinstance(value, list | tuple) or not value:
-        errors["messages"] = ['A non-empty list of {"role", "content"} objects.']
-        return [], used
-    if len(value) > MESSAGES_LIMIT:
-        errors["messages"] = [f"At most {MESSAGES_LIMIT} messages."]
-        return [], used
     checked = []
-    for index, message in enumerate(value):
-        where = f"messages[{index}]"
-        if not isinstance(message, dict) or set(message) != {"role", "content"}:
-            errors[where] = ['Must be an object with exactly "role" and "content".']
-            continue
-        role, content = message["role"], message["content"]
-        if role not in ROLES:
-            errors[f"{where}.role"] = [f"One of {', '.join(ROLES)}."]
-        if not isinstance(content, str) or not content:
-            errors[f"{where}.content"] = ["A non-empty string."]
-            continue
-        if len(content) > CONTENT_LENGTH or "\x00" in content:
-            errors[f"{where}.content"] = [f"At most {CONTENT_LENGTH} characters, and no NUL."]
-            continue
+    for index, message in enumerate(messages):
         try:
-            used |= compile_text(content).variables
+            used |= compile_text(message["content"]).variables
         except TemplateSyntaxError as error:
-            errors[f"{where}.content"] = [str(error)]
+            errors[f"messages[{index}].content"] = [str(error)]
             continue
-        checked.append({"role": role, "content": content})
+        checked.append({"role": message["role"], "content": message["content"]})
     return checked, used
 
 
-def _variables(value, errors: dict) -> list[dict]:
-    if not isinstance(value, list | tuple):
-        errors["variables"] = ['A list of {"name", "default"?} objects.']
-        return []
-    if len(value) > VARIABLES_LIMIT:
-        errors["variables"] = [f"At most {VARIABLES_LIMIT} variables."]
-        return []
+def _variables(variables: list, errors: dict) -> list[dict]:
+    """Each declared once, with a default that reads as text of at most ``VALUE_LENGTH``."""
     checked, seen = [], set()
-    for index, variable in enumerate(value):
+    for index, variable in enumerate(variables):
         where = f"variables[{index}]"
-        if not isinstance(variable, dict) or "name" not in variable or set(variable) - {"name", "default"}:
-            errors[where] = ['Must be an object with "name" and, optionally, "default".']
-            continue
         name = variable["name"]
-        if not isinstance(name, str) or len(name) > VARIABLE_NAME_LENGTH or not NAME.fullmatch(name):
-            errors[f"{where}.name"] = [
-                "Letters, digits and '_', not starting with a digit, at most "
-                f"{VARIABLE_NAME_LENGTH} characters."
-            ]
-            continue
         if name in seen:
             errors[f"{where}.name"] = [f"'{name}' is declared twice."]
             continue
@@ -297,10 +232,7 @@ def _variables(value, errors: dict) -> list[dict]:
     return checked
 
 
-def _defaults(value, errors: dict) -> dict:
-    if not isinstance(value, dict):
-        errors["defaults"] = ["An object of request parameters."]
-        return {}
+def _defaults(value: dict, errors: dict) -> dict:
     checked = {}
     for name, parameter in value.items():
         where = f"defaults.{name}"

@@ -20,7 +20,8 @@ def make_template(
     template = services.template_create(organization=organization, slug=slug, name=slug.title())
     for number in range(1, versions + 1):
         services.version_create(
-            template=template, **{**SUPPORT, "defaults": {**SUPPORT["defaults"], "temperature": number / 10}}
+            template=template,
+            data={**SUPPORT, "defaults": {**SUPPORT["defaults"], "temperature": number / 10}},
         )
     if label and versions:
         services.label_set(template=template, name=label, version=versions)

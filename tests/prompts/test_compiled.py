@@ -28,8 +28,13 @@ def catalog(organization, outsider):
     services.label_set(template=template, name="staging", version=1)
     services.version_create(
         template=template,
-        messages=[{"role": "user", "content": "Plain"}],
-        defaults={"tools": [{"type": "function", "function": {"name": "lookup"}}], "tool_choice": "auto"},
+        data={
+            "messages": [{"role": "user", "content": "Plain"}],
+            "defaults": {
+                "tools": [{"type": "function", "function": {"name": "lookup"}}],
+                "tool_choice": "auto",
+            },
+        },
     )
     make_template(outsider.organization, "theirs")
     return prompt_snapshots(organization.id)

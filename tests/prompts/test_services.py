@@ -25,9 +25,9 @@ def test_every_write_bumps_the_configuration_generation(
     with bump():
         services.template_update(template=template, description="Answers customers.")
     with bump():
-        services.version_create(template=template, **SUPPORT)
+        services.version_create(template=template, data=SUPPORT)
     with bump():
-        services.version_create(template=template, **SUPPORT)
+        services.version_create(template=template, data=SUPPORT)
     with bump():
         services.label_set(template=template, name="production", version=1, user=owner.user)
     with bump():
@@ -46,7 +46,9 @@ def test_refused_writes_and_a_label_set_where_it_points_bump_nothing(
         with pytest.raises(Conflict):
             services.template_create(organization=organization, slug="support", name="Again")
         with pytest.raises(InvalidRequest):
-            services.version_create(template=template, messages=[{"role": "user", "content": "{{x"}])
+            services.version_create(
+                template=template, data={"messages": [{"role": "user", "content": "{{x"}]}
+            )
         services.label_set(template=template, name="production", version=1)
     assert PromptLabelMove.objects.count() == 1
 
@@ -92,7 +94,7 @@ def test_versions_created_one_after_another_take_the_next_numbers(organization):
     template = make_template(organization, versions=0, label=None)
     other = make_template(organization, "other", versions=2, label=None)
 
-    numbers = [services.version_create(template=template, **SUPPORT).number for _ in range(3)]
+    numbers = [services.version_create(template=template, data=SUPPORT).number for _ in range(3)]
 
     assert numbers == [1, 2, 3]
     assert sorted(other.versions.values_list("number", flat=True)) == [1, 2]
@@ -106,7 +108,7 @@ def test_versions_created_at_the_same_moment_get_distinct_consecutive_numbers(or
 
     def create(_) -> int:
         try:
-            return services.version_create(template=template, **SUPPORT).number
+            return services.version_create(template=template, data=SUPPORT).number
         finally:
             connections.close_all()
 

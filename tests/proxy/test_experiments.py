@@ -100,7 +100,8 @@ async def test_a_prompt_target_serves_each_variant_its_version(sdk, organization
         template = prompts.template_create(organization=organization, slug="greet", name="Greet")
         for text in ("Hello {{name}}", "Good day {{name}}"):
             prompts.version_create(
-                template=template, messages=[{"role": "user", "content": text}], variables=[{"name": "name"}]
+                template=template,
+                data={"messages": [{"role": "user", "content": text}], "variables": [{"name": "name"}]},
             )
         prompts.label_set(template=template, name="production", version=1)
         experiment = experiments.experiment_create(

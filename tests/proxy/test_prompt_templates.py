@@ -20,12 +20,18 @@ def make_template(organization, user):
     for number, greeting in ((1, "Question"), (2, "Customer question")):
         version = prompts.version_create(
             template=template,
-            messages=[
-                {"role": "system", "content": SYSTEM},
-                {"role": "user", "content": greeting + ": {{question}}"},
-            ],
-            variables=[{"name": "product"}, {"name": "tone", "default": "plain"}, {"name": "question"}],
-            defaults={"model": "fast", "temperature": 0.2, "max_tokens": 50},
+            data={
+                "messages": [
+                    {"role": "system", "content": SYSTEM},
+                    {"role": "user", "content": greeting + ": {{question}}"},
+                ],
+                "variables": [
+                    {"name": "product"},
+                    {"name": "tone", "default": "plain"},
+                    {"name": "question"},
+                ],
+                "defaults": {"model": "fast", "temperature": 0.2, "max_tokens": 50},
+            },
         )
         assert version.number == number
     prompts.label_set(template=template, name="production", version=1, user=user)

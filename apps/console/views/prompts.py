@@ -25,9 +25,9 @@ from apps.prompts.api.serializers import (
     LabelSetSerializer,
     PromptTemplateSerializer,
     RenderSerializer,
-    VersionCreateSerializer,
 )
 from apps.prompts.compiled import DEFAULT_LABEL, LATEST
+from apps.prompts.inputs import DEFAULT_PARAMETERS, ROLES
 from apps.prompts.models import PromptLabel, PromptTemplate, PromptVersion
 from apps.prompts.rendering import TemplateSyntaxError, compile_text
 
@@ -217,10 +217,8 @@ def version_create(request, console: Console, template_id):
     if request.method == "POST":
         data, errors = _version_input(request.POST)
         if not errors:
-            data, errors = check(VersionCreateSerializer, data)
-        if data is not None and not errors:
             try:
-                version = services.version_create(template=template, created_by=console.user, **data)
+                version = services.version_create(template=template, data=data, created_by=console.user)
             except GatewayError as error:
                 errors = service_errors(error)
             else:
@@ -252,8 +250,8 @@ def version_create(request, console: Console, template_id):
             "template": template,
             "latest": latest,
             "rows": rows,
-            "roles": services.ROLES,
-            "parameters": services.DEFAULT_PARAMETERS,
+            "roles": ROLES,
+            "parameters": DEFAULT_PARAMETERS,
             "form": form,
             "errors": errors,
         },

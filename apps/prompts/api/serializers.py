@@ -1,4 +1,5 @@
-"""The shapes of /api/v1/prompt-templates. The services check every value again (and what a schema
+"""The shapes of /api/v1/prompt-templates. A version's input is the domain's (apps/prompts/inputs.py):
+the service parses the body with it. The services check every other value again (and what a schema
 cannot say: tags that compile, variables that agree with the messages, a version that exists)."""
 
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
@@ -7,86 +8,8 @@ from rest_framework import serializers
 from apps.core.api.fields import StrictCharField, StrictIntegerField, StrictRegexField, StrictUUIDField
 from apps.core.api.serializers import ClosedSerializer
 from apps.prompts import services
+from apps.prompts.inputs import VALUE_SCHEMA, DefaultsField, MessageSerializer, VariableSerializer
 from apps.prompts.models import PromptLabel, PromptLabelMove, PromptTemplate, PromptVersion
-from apps.prompts.rendering import NAME_PATTERN
-
-_NUMBER = {"type": "number"}
-_OBJECT_WITH_TYPE = {
-    "type": "object",
-    "required": ["type"],
-    "properties": {"type": {"type": "string"}},
-    "additionalProperties": True,
-}
-_STRING = {"type": "string", "minLength": 1, "pattern": r"^[^\u0000]*$"}
-DEFAULTS_SCHEMA = {
-    "type": "object",
-    "description": "Request parameters the version brings; a client's own values win.",
-    "additionalProperties": False,
-    "properties": {
-        "model": {**_STRING, "maxLength": services.MODEL_LENGTH},
-        "temperature": {**_NUMBER, "minimum": 0, "maximum": 2},
-        "top_p": {**_NUMBER, "minimum": 0, "maximum": 1},
-        "max_tokens": {"type": "integer", "minimum": 1, "maximum": 10_000_000},
-        "max_completion_tokens": {"type": "integer", "minimum": 1, "maximum": 10_000_000},
-        "frequency_penalty": {**_NUMBER, "minimum": -2, "maximum": 2},
-        "presence_penalty": {**_NUMBER, "minimum": -2, "maximum": 2},
-        "stop": {
-            "oneOf": [
-                {"type": "string", "minLength": 1},
-                {"type": "array", "minItems": 1, "maxItems": 4, "items": {"type": "string", "minLength": 1}},
-            ]
-        },
-        "seed": {"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1},
-        "response_format": _OBJECT_WITH_TYPE,
-        "tools": {
-            "type": "array",
-            "minItems": 1,
-            "maxItems": services.TOOLS_LIMIT,
-            "items": _OBJECT_WITH_TYPE,
-        },
-        "tool_choice": {
-            "oneOf": [{"type": "string", "enum": ["none", "auto", "required"]}, _OBJECT_WITH_TYPE]
-        },
-        "parallel_tool_calls": {"type": "boolean"},
-        "reasoning_effort": {"type": "string", "pattern": "^[a-z]{1,20}$"},
-    },
-}
-assert tuple(DEFAULTS_SCHEMA["properties"]) == services.DEFAULT_PARAMETERS
-
-
-@extend_schema_field(DEFAULTS_SCHEMA)
-class DefaultsField(serializers.JSONField):
-    pass
-
-
-VALUE_SCHEMA = {
-    "oneOf": [
-        {"type": "string", "maxLength": services.VALUE_LENGTH, "pattern": r"^[^\u0000]*$"},
-        {"type": "number"},
-        {"type": "boolean"},
-    ]
-}
-
-
-@extend_schema_field(VALUE_SCHEMA)
-class VariableValueField(serializers.JSONField):
-    pass
-
-
-@extend_schema_serializer(component_name="PromptMessage")
-class MessageSerializer(ClosedSerializer):
-    role = serializers.ChoiceField(choices=services.ROLES)
-    content = StrictCharField(
-        max_length=services.CONTENT_LENGTH,
-        trim_whitespace=False,
-        help_text="Text with {{variable}} tags (docs/prompts.md).",
-    )
-
-
-@extend_schema_serializer(component_name="PromptVariable")
-class VariableSerializer(ClosedSerializer):
-    name = StrictRegexField(f"^{NAME_PATTERN}$", max_length=services.VARIABLE_NAME_LENGTH)
-    default = VariableValueField(required=False, help_text="A string, a number or a boolean.")
 
 
 class PromptTemplateSerializer(serializers.ModelSerializer):
@@ -116,21 +39,6 @@ class PromptTemplateSerializer(serializers.ModelSerializer):
         if latest is None and not hasattr(template, "latest_version"):
             latest = max((version.number for version in template.versions.all()), default=None)
         return latest
-
-
-@extend_schema_serializer(component_name="PromptVersionCreate")
-class VersionCreateSerializer(ClosedSerializer):
-    messages = serializers.ListField(
-        child=MessageSerializer(), min_length=1, max_length=services.MESSAGES_LIMIT
-    )
-    variables = serializers.ListField(
-        child=VariableSerializer(),
-        max_length=services.VARIABLES_LIMIT,
-        required=False,
-        help_text="Exactly the variables the messages use, each with an optional default.",
-    )
-    defaults = DefaultsField(required=False)
-    note = StrictCharField(max_length=services.NOTE_LENGTH, allow_blank=True, required=False)
 
 
 @extend_schema_serializer(component_name="PromptVersion")

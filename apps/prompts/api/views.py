@@ -8,6 +8,7 @@ from rest_framework.response import Response
 from apps.organizations.models import Role
 from apps.organizations.tenancy import OrganizationScopedViewSet
 from apps.prompts import selectors, services
+from apps.prompts.inputs import VersionCreateSerializer
 from apps.prompts.models import PromptLabel, PromptTemplate, PromptVersion
 
 from .serializers import (
@@ -17,7 +18,6 @@ from .serializers import (
     PromptTemplateSerializer,
     RenderedSerializer,
     RenderSerializer,
-    VersionCreateSerializer,
     VersionSerializer,
 )
 
@@ -157,11 +157,7 @@ class PromptVersionViewSet(
         named) when a content has a malformed tag or the declared variables differ from those the
         messages use."""
         template = self.find_template(template_id)
-        serializer = VersionCreateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        version = services.version_create(
-            template=template, created_by=request.user, **serializer.validated_data
-        )
+        version = services.version_create(template=template, data=request.data, created_by=request.user)
         return Response(VersionSerializer(version).data, status=status.HTTP_201_CREATED)
 
 

@@ -92,6 +92,9 @@ REFERENCES_OR_RANGE_RULES = (
     # An experiment's variants name aliases and versions that exist, with distinct names and weights
     # summing above 0.
     "POST /api/v1/experiments",
+    # The first feedback on a request needs a score or a label; a later one may change only the
+    # comment, so whether a body without both is taken depends on what is stored.
+    "POST /api/v1/feedback",
 )
 POSITIVE_STATUSES = ["2xx", "3xx", "403", "404", "409", "429", "5xx"]
 CONFIG = SchemathesisConfig.from_dict(

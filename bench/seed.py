@@ -66,9 +66,11 @@ def create(upstream: str) -> dict[str, str]:
     template = template_create(organization=organization, slug=TEMPLATE, name="Bench")
     version_create(
         template=template,
-        messages=[{"role": "user", "content": "Say {{what}} in a few words."}],
-        variables=[{"name": "what"}],
-        defaults={"max_tokens": 16},
+        data={
+            "messages": [{"role": "user", "content": "Say {{what}} in a few words."}],
+            "variables": [{"name": "what"}],
+            "defaults": {"max_tokens": 16},
+        },
     )
     label_set(template=template, name="production", version=1)
     return {

@@ -42,6 +42,16 @@ class PolicyForm(forms.ModelForm):
         fields = ("organization", "name", "action", *services.FIELDS[2:])
 
 
+def _data(values: dict) -> dict:
+    """The form's values as the services take them (apps/policies/inputs.py), which check them: the
+    scope's three fields gathered into ``scope``."""
+    data = {name: value for name, value in values.items() if not name.startswith("scope_")}
+    scope = {name[len("scope_") :]: value for name, value in values.items() if name.startswith("scope_")}
+    if scope:
+        data["scope"] = scope
+    return data
+
+
 @admin.register(Policy)
 class PolicyAdmin(ServiceAdmin):
     """Writes go through the services: values are checked (patterns compiled) and every proxy worker
@@ -59,11 +69,11 @@ class PolicyAdmin(ServiceAdmin):
         return self.readonly_fields
 
     def service_create(self, request, form) -> Policy:
-        values = {name: form.cleaned_data[name] for name in PolicyForm.Meta.fields}
-        return services.policy_create(**values)
+        values = {name: form.cleaned_data[name] for name in services.FIELDS}
+        return services.policy_create(organization=form.cleaned_data["organization"], data=_data(values))
 
     def service_update(self, request, obj: Policy, form, changes: dict) -> None:
-        services.policy_update(policy=obj, **changes)
+        services.policy_update(policy=obj, data=_data(changes))
 
     def service_delete(self, request, obj: Policy) -> None:
         services.policy_delete(policy=obj)

@@ -1,15 +1,18 @@
-"""Writes of policies. Every value is checked here (the API and the admin both write through these),
-so that nothing a client sends can fail an insert or reach the proxy's engine uncompiled; every write
-bumps the organization's configuration generation, so each proxy worker rebuilds its engine."""
+"""Writes of policies. The API, the admin and the console all hand these the policy as the API's body:
+it is parsed here with the one input definition (inputs.py), then checked for what a schema cannot
+say (patterns that compile, within the organization's bound; scope ids of its teams and keys; at
+least one rule; apply_to_response only when redacting; a name taken), so that nothing a client sends
+can fail an insert or reach the proxy's engine uncompiled; every write bumps the organization's
+configuration generation, so each proxy worker rebuilds its engine."""
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import regex
 from django.db import transaction
 from django.db.models import Sum
 
-from apps.core.detectors import DETECTOR_NAMES
+from apps.core.api.serializers import validated
 from apps.core.errors import Conflict, InvalidRequest
 from apps.core.generations import bump_generation
 from apps.core.unique import save_unique
@@ -18,6 +21,7 @@ from apps.organizations.models import Organization
 from apps.teams.models import Team
 
 from . import selectors
+from .inputs import ORDER_LIMIT, PolicyInputSerializer
 from .models import Action, Policy
 from .patterns import (
     ACTIVE_POLICIES_LIMIT,
@@ -28,16 +32,6 @@ from .patterns import (
     rules_digest,
 )
 
-NAME_LENGTH = 100
-PATTERNS_LIMIT = 50
-PATTERN_LENGTH = 1000
-TERMS_LIMIT = 200
-TERM_LENGTH = 200
-MODELS_LIMIT = 100
-MODEL_LENGTH = 200
-SCOPE_LIMIT = 100
-MAX_PROMPT_CHARS = 100_000_000
-ORDER_LIMIT = 1_000_000
 # Group references cannot survive the join into one alternation (group numbers move) and are the
 # usual way to write a pattern that backtracks without end; recursion and conditionals likewise.
 _GROUP_REFERENCE = regex.compile(r"\\[1-9]|\\g<|\\k<|\(\?P[=>]|\(\?&|\(\?R\)|\(\?[0-9+\-]|\(\?\(")
@@ -59,24 +53,32 @@ FIELDS = (
 )
 
 
-def policy_create(*, organization: Organization, name: str, action: str, **values) -> Policy:
-    unknown = set(values) - set(FIELDS)
-    if unknown:
-        raise TypeError(f"unknown policy fields: {', '.join(sorted(unknown))}")
+def policy_create(*, organization: Organization, data: Mapping) -> Policy:
+    """``data``: the policy as the API's body has it (inputs.py ``PolicyInputSerializer``)."""
+    values = _parsed(data, partial=False)
     if "order" not in values:  # after the last one: a new policy never jumps ahead of the others
         values["order"] = selectors.next_policy_order(organization.id, limit=ORDER_LIMIT)
     policy = Policy(organization=organization)
-    _apply(policy, {"name": name, "action": action, **values})
+    _apply(policy, values)
     return _save(policy, create=True, grows=True)
 
 
-def policy_update(*, policy: Policy, **changes) -> Policy:
-    unknown = set(changes) - set(FIELDS)
-    if unknown:
-        raise TypeError(f"unknown policy fields: {', '.join(sorted(unknown))}")
+def policy_update(*, policy: Policy, data: Mapping) -> Policy:
+    """``data``: the fields to change, as the API's PATCH body has them."""
+    changes = _parsed(data, partial=True)
     rechecked = _apply(policy, changes)
     grows = rechecked or bool({"is_active", "patterns", "terms"} & set(changes))
     return _save(policy, create=False, grows=grows)
+
+
+def _parsed(data: Mapping, *, partial: bool) -> dict:
+    """``data`` parsed (inputs.py), ``scope`` spread into the model's three fields."""
+    values = dict(validated(PolicyInputSerializer, data, partial=partial))
+    scope = values.pop("scope", None) or {}
+    for part in ("teams", "api_keys", "models"):
+        if part in scope:
+            values[f"scope_{part}"] = scope[part]
+    return values
 
 
 def policy_delete(*, policy: Policy) -> None:
@@ -219,94 +221,25 @@ def _check_whole(policy: Policy) -> dict[str, list[str]]:
     return {}
 
 
-# --- Field checks: each returns the value to store or raises ValueError(message) ------------------
+# --- Field checks, on values parsed (inputs.py): each returns the value to store or raises -------
+# ValueError(message).
 
 
-def _text(value, limit: int, what: str = "a string") -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"Must be {what}.")
-    value = value.strip()
-    if not value:
-        raise ValueError("May not be blank.")
-    if len(value) > limit:
-        raise ValueError(f"At most {limit} characters.")
-    if any(ord(character) < 32 for character in value):
-        raise ValueError("May not contain control characters.")
+def _same(value, policy):
     return value
 
 
-def _strings(value, limit: int, length: int) -> list[str]:
-    if not isinstance(value, list | tuple):
-        raise ValueError("Must be a list of strings.")
-    if len(value) > limit:
-        raise ValueError(f"At most {limit} items.")
-    items = [_text(item, length) for item in value]
-    return list(dict.fromkeys(items))  # duplicates once, in their first place
+def _distinct(value: list, policy) -> list:
+    return list(dict.fromkeys(value))  # duplicates once, in their first place
 
 
-def _name(value, policy) -> str:
-    return _text(value, NAME_LENGTH)
-
-
-def _action(value, policy) -> str:
-    if value not in Action.values:
-        raise ValueError(f"One of {', '.join(Action.values)}.")
-    return value
-
-
-def _detectors(value, policy) -> list[str]:
-    names = _strings(value, len(DETECTOR_NAMES), 32)
-    unknown = [name for name in names if name not in DETECTOR_NAMES]
-    if unknown:
-        raise ValueError(f"Unknown detector '{unknown[0]}'; the detectors are {', '.join(DETECTOR_NAMES)}.")
-    return names
-
-
-def _patterns(value, policy) -> list[str]:
-    if not isinstance(value, list | tuple):
-        raise ValueError("Must be a list of strings.")
-    if len(value) > PATTERNS_LIMIT:
-        raise ValueError(f"At most {PATTERNS_LIMIT} items.")
-    patterns = []
+def _patterns(value: list[str], policy) -> list[str]:
     for position, source in enumerate(value):
-        if not isinstance(source, str) or not source:
-            raise ValueError(f"Pattern {position}: must be a non-empty string.")
-        if len(source) > PATTERN_LENGTH or "\x00" in source:
-            raise ValueError(f"Pattern {position}: at most {PATTERN_LENGTH} characters, and no NUL.")
         if _GROUP_REFERENCE.search(source):
             raise ValueError(
                 f"Pattern {position}: backreferences, recursion and conditionals are not supported."
             )
-        patterns.append(source)
-    return list(dict.fromkeys(patterns))  # compiled and measured with the terms: _apply
-
-
-def _terms(value, policy) -> list[str]:
-    return _strings(value, TERMS_LIMIT, TERM_LENGTH)
-
-
-def _models(value, policy) -> list[str]:
-    return _strings(value, MODELS_LIMIT, MODEL_LENGTH)
-
-
-def _max_prompt_chars(value, policy) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PROMPT_CHARS:
-        raise ValueError(f"A whole number from 1 to {MAX_PROMPT_CHARS}, or null.")
-    return value
-
-
-def _boolean(value, policy) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError("Must be true or false.")
-    return value
-
-
-def _order(value, policy) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not -ORDER_LIMIT <= value <= ORDER_LIMIT:
-        raise ValueError(f"A whole number from -{ORDER_LIMIT} to {ORDER_LIMIT}.")
-    return value
+    return list(dict.fromkeys(value))  # compiled and measured with the terms: _apply
 
 
 def _uuids(values: Iterable) -> list[uuid.UUID]:
@@ -320,20 +253,11 @@ def _uuids(values: Iterable) -> list[uuid.UUID]:
 
 
 def _scoped(model, message: str):
-    """A list of ids of ``model`` rows of the policy's organization: another organization's id is
-    refused with the same words as one that does not exist."""
+    """Ids of ``model`` rows of the policy's organization: another organization's id is refused with
+    the same words as one that does not exist."""
 
-    def check(value, policy) -> list[str]:
-        if not isinstance(value, list | tuple):
-            raise ValueError("Must be a list of ids.")
-        if len(value) > SCOPE_LIMIT:
-            raise ValueError(f"At most {SCOPE_LIMIT} items.")
-        ids = []
-        for item in value:
-            try:
-                ids.append(str(item if isinstance(item, uuid.UUID) else uuid.UUID(item)))
-            except (TypeError, ValueError, AttributeError):
-                raise ValueError(message) from None
+    def check(value: list[uuid.UUID], policy) -> list[str]:
+        ids = [str(item) for item in value]
         found = model.objects.filter(organization_id=policy.organization_id, id__in=ids)
         known = {str(pk) for pk in found.values_list("id", flat=True)}
         if any(value not in known for value in ids):
@@ -344,19 +268,19 @@ def _scoped(model, message: str):
 
 
 _CHECKS = {
-    "name": _name,
-    "action": _action,
-    "detectors": _detectors,
+    "name": _same,
+    "action": _same,
+    "detectors": _distinct,
     "patterns": _patterns,
-    "terms": _terms,
-    "denied_models": _models,
-    "max_prompt_chars": _max_prompt_chars,
-    "apply_to_response": _boolean,
-    "order": _order,
-    "is_active": _boolean,
+    "terms": _distinct,
+    "denied_models": _distinct,
+    "max_prompt_chars": _same,
+    "apply_to_response": _same,
+    "order": _same,
+    "is_active": _same,
     "scope_teams": _scoped(Team, "No such team in this organization."),
     "scope_api_keys": _scoped(ApiKey, "No such API key in this organization."),
-    "scope_models": _models,
+    "scope_models": _distinct,
 }
 # Errors name the fields as the API shows them.
 _ERROR_FIELD = {

@@ -19,7 +19,7 @@ DRY_RUN = "/console/policies/dry-run"
 def make_policy(organization, name="pii", **values):
     values.setdefault("action", "redact")
     values.setdefault("detectors", ["email"])
-    return services.policy_create(organization=organization, name=name, **values)
+    return services.policy_create(organization=organization, data={"name": name, **values})
 
 
 def test_a_member_reads_the_policies_in_order_and_never_another_organizations(
@@ -272,7 +272,7 @@ def test_the_dry_run_shows_what_the_policies_would_do(console_for, organization)
 
 def test_the_dry_run_takes_plain_text_and_a_team(console_for, organization):
     team = TeamFactory(organization=organization, slug="research")
-    make_policy(organization, "research-only", action="block", scope_teams=[str(team.id)])
+    make_policy(organization, "research-only", action="block", scope={"teams": [str(team.id)]})
     client = console_for(organization, "owner")
     data = {"sample": "write to ada@example.com", "model": "gpt-4o"}
     page = post_form(client, DRY_RUN, DRY_RUN, data).content.decode()

@@ -46,10 +46,11 @@ def showcase(owner):
     make_alias(organization, "chat", "gpt-4o-mini")
     make_alias(organization, "chat-large", "gpt-4o")
     policies.policy_create(
-        organization=organization, name="pii", action="redact", detectors=["email", "payment_card"]
+        organization=organization,
+        data={"name": "pii", "action": "redact", "detectors": ["email", "payment_card"]},
     )
     policies.policy_create(
-        organization=organization, name="no-secrets", action="block", terms=["project titan"]
+        organization=organization, data={"name": "no-secrets", "action": "block", "terms": ["project titan"]}
     )
     template = make_template(organization, "support", versions=2)
     experiment = model_experiment(organization, name="bigger model")

@@ -90,7 +90,8 @@ def _concurrently(email: str, count: int) -> list:
 def _term_policies(organization, count: int) -> None:
     for index in range(count):
         services.policy_create(
-            organization=organization, name=f"terms {index}", action="block", terms=["titan", f"word{index}"]
+            organization=organization,
+            data={"name": f"terms {index}", "action": "block", "terms": ["titan", f"word{index}"]},
         )
 
 
@@ -99,7 +100,7 @@ def test_concurrent_dry_runs_compile_the_engine_once_without_holding_a_database_
 ):
     _term_policies(organization, 7)
     services.policy_create(
-        organization=outsider.organization, name="theirs", action="flag", detectors=["email"]
+        organization=outsider.organization, data={"name": "theirs", "action": "flag", "detectors": ["email"]}
     )
     compiled = builds(CONCURRENT)
 
@@ -116,7 +117,9 @@ def test_concurrent_dry_runs_compile_the_engine_once_without_holding_a_database_
     assert (theirs["action"], theirs["blocked"]) == (None, False)
     assert [c["policies"] for c in compiled[1:]] == [["theirs"]]
     # ... and a changed policy set is compiled anew.
-    services.policy_create(organization=organization, name="later", action="flag", detectors=["email"])
+    services.policy_create(
+        organization=organization, data={"name": "later", "action": "flag", "detectors": ["email"]}
+    )
     builds(1)
     assert _client(owner.user.email).post(URL, SAMPLE, format="json").json()["blocked"] is True
     assert len(compiled) == 3 and compiled[2]["holding"] == []

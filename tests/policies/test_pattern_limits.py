@@ -150,7 +150,8 @@ def test_an_organization_has_at_most_its_bound_of_active_policies(session_client
 
     for index in range(ACTIVE_POLICIES_LIMIT):
         policy_create(
-            organization=outsider.organization, name=f"o{index}", action="flag", detectors=["email"]
+            organization=outsider.organization,
+            data={"name": f"o{index}", "action": "flag", "detectors": ["email"]},
         )
     for index in range(ACTIVE_POLICIES_LIMIT):
         body = {"name": f"p{index}", "action": "flag", "detectors": ["email"]}
@@ -177,7 +178,10 @@ def test_an_organizations_active_policies_compile_within_its_bound_together(sess
     Another organization's policies count for their organization only."""
     from apps.policies.services import policy_create
 
-    policy_create(organization=outsider.organization, name="theirs", action="flag", terms=_words(200, 40))
+    policy_create(
+        organization=outsider.organization,
+        data={"name": "theirs", "action": "flag", "terms": _words(200, 40)},
+    )
     refused = None
     for index in range(40):
         body = {"name": f"p{index}", "action": "flag", "terms": _words(200, 40, seed=index)}

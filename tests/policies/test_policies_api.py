@@ -25,7 +25,7 @@ def create(client, **values) -> dict:
 @pytest.fixture
 def outsiders_policy(outsider):
     return services.policy_create(
-        organization=outsider.organization, name="theirs", action="block", terms=["x"]
+        organization=outsider.organization, data={"name": "theirs", "action": "block", "terms": ["x"]}
     )
 
 
@@ -270,29 +270,40 @@ def test_the_dry_run_refuses_unknown_fields_and_another_organizations_team(sessi
 
 def test_every_write_bumps_the_configuration_generation(organization, django_capture_on_commit_callbacks):
     with bumps_generation(organization, django_capture_on_commit_callbacks):
-        first = services.policy_create(organization=organization, name="a", action="flag", terms=["x"])
-    with bumps_generation(organization, django_capture_on_commit_callbacks):
-        second = services.policy_create(
-            organization=organization, name="b", action="flag", terms=["y"], order=1
+        first = services.policy_create(
+            organization=organization, data={"name": "a", "action": "flag", "terms": ["x"]}
         )
     with bumps_generation(organization, django_capture_on_commit_callbacks):
-        services.policy_update(policy=first, is_active=False)
+        second = services.policy_create(
+            organization=organization, data={"name": "b", "action": "flag", "terms": ["y"], "order": 1}
+        )
+    with bumps_generation(organization, django_capture_on_commit_callbacks):
+        services.policy_update(policy=first, data={"is_active": False})
     with bumps_generation(organization, django_capture_on_commit_callbacks):
         services.policies_reorder(organization=organization, policy_ids=[second.id, first.id])
     with bumps_generation(organization, django_capture_on_commit_callbacks):
         services.policy_delete(policy=first)
     with bumps_generation(organization, django_capture_on_commit_callbacks, bumped=False):
         with pytest.raises(Conflict):
-            services.policy_create(organization=organization, name="b", action="flag", terms=["z"])
+            services.policy_create(
+                organization=organization, data={"name": "b", "action": "flag", "terms": ["z"]}
+            )
 
 
 def test_snapshots_are_the_active_policies_in_order(organization, outsider):
-    services.policy_create(organization=organization, name="second", action="flag", terms=["x"], order=2)
     services.policy_create(
-        organization=organization, name="first", action="block", detectors=["email"], order=1
+        organization=organization, data={"name": "second", "action": "flag", "terms": ["x"], "order": 2}
     )
-    services.policy_create(organization=organization, name="off", action="flag", terms=["x"], is_active=False)
-    services.policy_create(organization=outsider.organization, name="theirs", action="flag", terms=["x"])
+    services.policy_create(
+        organization=organization,
+        data={"name": "first", "action": "block", "detectors": ["email"], "order": 1},
+    )
+    services.policy_create(
+        organization=organization, data={"name": "off", "action": "flag", "terms": ["x"], "is_active": False}
+    )
+    services.policy_create(
+        organization=outsider.organization, data={"name": "theirs", "action": "flag", "terms": ["x"]}
+    )
 
     snapshots = active_policy_snapshots(organization.id)
 
@@ -301,7 +312,9 @@ def test_snapshots_are_the_active_policies_in_order(organization, outsider):
 
 
 def test_reordering_refuses_another_organizations_policy(organization, outsiders_policy):
-    mine = services.policy_create(organization=organization, name="a", action="flag", terms=["x"])
+    mine = services.policy_create(
+        organization=organization, data={"name": "a", "action": "flag", "terms": ["x"]}
+    )
 
     with pytest.raises(InvalidRequest):
         services.policies_reorder(organization=organization, policy_ids=[mine.id, outsiders_policy.id])

@@ -41,7 +41,9 @@ async def events(organization) -> list[Event]:
 async def test_a_redacted_prompt_is_what_the_upstream_the_cache_and_the_audit_log_get(
     sdk, routed, organization
 ):
-    await create_policy(organization=organization, name="no pii", action="redact", detectors=["email"])
+    await create_policy(
+        organization=organization, data={"name": "no pii", "action": "redact", "detectors": ["email"]}
+    )
 
     raw = await sdk.chat.completions.with_raw_response.create(
         model="fast", messages=[{"role": "user", "content": f"Write to {EMAIL} today"}], temperature=0
@@ -68,7 +70,9 @@ async def test_a_redacted_prompt_is_what_the_upstream_the_cache_and_the_audit_lo
 
 
 async def test_an_embeddings_input_is_redacted_too(proxy, routed, organization, gateway_key):
-    await create_policy(organization=organization, name="no pii", action="redact", detectors=["email"])
+    await create_policy(
+        organization=organization, data={"name": "no pii", "action": "redact", "detectors": ["email"]}
+    )
 
     response = await proxy.post(
         "/v1/embeddings",
@@ -84,7 +88,7 @@ async def test_a_block_answers_400_with_the_policy_headers_and_never_reaches_the
     sdk, routed, organization
 ):
     await create_policy(
-        organization=organization, name="no secrets", action="block", terms=["project falcon"]
+        organization=organization, data={"name": "no secrets", "action": "block", "terms": ["project falcon"]}
     )
 
     with pytest.raises(openai.BadRequestError) as refused:
@@ -106,7 +110,9 @@ async def test_a_block_answers_400_with_the_policy_headers_and_never_reaches_the
 
 
 async def test_a_flag_lets_the_request_through_and_says_so(sdk, routed, organization):
-    await create_policy(organization=organization, name="watch", action="flag", detectors=["ip_address"])
+    await create_policy(
+        organization=organization, data={"name": "watch", "action": "flag", "detectors": ["ip_address"]}
+    )
 
     raw = await sdk.chat.completions.with_raw_response.create(
         model="fast", messages=[{"role": "user", "content": "ping 10.1.2.3"}]
@@ -120,10 +126,12 @@ async def test_the_answer_is_redacted_whole_and_streamed_across_chunk_boundaries
     # The stand-in answers "Hello from upstream: <prompt>" and streams it a word at a time.
     await create_policy(
         organization=organization,
-        name="house style",
-        action="redact",
-        patterns=["from upstream"],
-        apply_to_response=True,
+        data={
+            "name": "house style",
+            "action": "redact",
+            "patterns": ["from upstream"],
+            "apply_to_response": True,
+        },
     )
     messages = [{"role": "user", "content": "hi"}]
 
@@ -141,7 +149,9 @@ async def test_a_scan_that_runs_out_of_time_fails_closed(sdk, routed, organizati
     # A catastrophic pattern such as (a+)+$ is refused when it is saved (tests/policies); what still
     # runs out of the scan's time on some text is blocked: here every scan does, the bound being ~0.
     settings.GATEWAY_POLICY_TIMEOUT_SECONDS = 1e-9
-    await create_policy(organization=organization, name="slow", action="redact", patterns=["a+"])
+    await create_policy(
+        organization=organization, data={"name": "slow", "action": "redact", "patterns": ["a+"]}
+    )
 
     with pytest.raises(openai.BadRequestError) as refused:
         await sdk.chat.completions.create(
@@ -153,7 +163,9 @@ async def test_a_scan_that_runs_out_of_time_fails_closed(sdk, routed, organizati
 
 
 async def test_another_organizations_policies_never_apply(sdk, routed, outsider):
-    await create_policy(organization=outsider.organization, name="theirs", action="block", terms=["hello"])
+    await create_policy(
+        organization=outsider.organization, data={"name": "theirs", "action": "block", "terms": ["hello"]}
+    )
 
     answer = await sdk.chat.completions.with_raw_response.create(
         model="fast", messages=[{"role": "user", "content": "hello"}]
@@ -186,7 +198,9 @@ def compiles(monkeypatch):
 async def test_no_request_compiles_a_pattern_the_configuration_load_compiles_them(
     sdk, routed, organization, compiles
 ):
-    await create_policy(organization=organization, name="codes", action="redact", patterns=[r"ACME-\d{4}"])
+    await create_policy(
+        organization=organization, data={"name": "codes", "action": "redact", "patterns": [r"ACME-\d{4}"]}
+    )
     compiles.clear()  # the save compiled nothing here (its check runs in a child process)
 
     answer = await sdk.chat.completions.create(
@@ -240,7 +254,8 @@ async def test_a_model_scope_catches_every_spelling_of_the_same_deployment(
     sdk, routed, organization, scope, requested
 ):
     await create_policy(
-        organization=organization, name="titan", action="block", terms=["titan"], scope_models=[scope]
+        organization=organization,
+        data={"name": "titan", "action": "block", "terms": ["titan"], "scope": {"models": [scope]}},
     )
 
     with pytest.raises(openai.BadRequestError) as refused:
@@ -257,7 +272,9 @@ async def test_a_scope_and_a_denied_model_follow_an_alias_to_its_fallbacks_and_n
 ):
     await add_alias_async(organization, "cheap", ("openai", "gpt-4.1-nano"), fallbacks=["fast"])
     await add_alias_async(organization, "other", ("openai", "gpt-4.1"))
-    await create_policy(organization=organization, name="no mini", action="block", denied_models=["fast"])
+    await create_policy(
+        organization=organization, data={"name": "no mini", "action": "block", "denied_models": ["fast"]}
+    )
     messages = [{"role": "user", "content": "hi"}]
 
     with pytest.raises(openai.BadRequestError) as direct:
@@ -332,7 +349,9 @@ def _body(**changes) -> dict:
 async def test_a_block_reads_every_string_that_would_reach_the_upstream(
     proxy, routed, organization, gateway_key, body
 ):
-    await create_policy(organization=organization, name="pii", action="block", detectors=["us_ssn", "email"])
+    await create_policy(
+        organization=organization, data={"name": "pii", "action": "block", "detectors": ["us_ssn", "email"]}
+    )
 
     response = await proxy.post("/v1/chat/completions", json=body, headers=bearer(gateway_key[1]))
 
@@ -341,7 +360,9 @@ async def test_a_block_reads_every_string_that_would_reach_the_upstream(
 
 
 async def test_a_redaction_redacts_names_tools_schemas_and_parameters_too(sdk, routed, organization):
-    await create_policy(organization=organization, name="pii", action="redact", detectors=["us_ssn", "email"])
+    await create_policy(
+        organization=organization, data={"name": "pii", "action": "redact", "detectors": ["us_ssn", "email"]}
+    )
 
     await sdk.chat.completions.create(
         model="fast",
@@ -370,7 +391,9 @@ async def test_a_redaction_redacts_names_tools_schemas_and_parameters_too(sdk, r
 async def test_a_redact_policy_that_finds_something_in_a_key_blocks_it_rather_than_rename_it(
     proxy, routed, organization, gateway_key
 ):
-    await create_policy(organization=organization, name="pii", action="redact", detectors=["email"])
+    await create_policy(
+        organization=organization, data={"name": "pii", "action": "redact", "detectors": ["email"]}
+    )
 
     response = await proxy.post(
         "/v1/chat/completions", json=_body(tools=[_tool(prop=MAIL)]), headers=bearer(gateway_key[1])
@@ -384,7 +407,8 @@ async def test_images_and_audio_sent_as_base64_are_not_read_and_do_not_use_up_th
     proxy, routed, organization, gateway_key, settings
 ):
     await create_policy(
-        organization=organization, name="codes", action="block", patterns=["[A-Za-z0-9+/]{40}"]
+        organization=organization,
+        data={"name": "codes", "action": "block", "patterns": ["[A-Za-z0-9+/]{40}"]},
     )
     image = "data:image/png;base64," + "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4" * 1000
     body = _body(
@@ -407,7 +431,9 @@ async def test_images_and_audio_sent_as_base64_are_not_read_and_do_not_use_up_th
 
 
 async def test_an_embeddings_request_is_read_whole_too(proxy, routed, organization, gateway_key):
-    await create_policy(organization=organization, name="pii", action="redact", detectors=["email"])
+    await create_policy(
+        organization=organization, data={"name": "pii", "action": "redact", "detectors": ["email"]}
+    )
 
     response = await proxy.post(
         "/v1/embeddings",
@@ -428,14 +454,14 @@ async def test_an_embeddings_request_is_read_whole_too(proxy, routed, organizati
         ({"denied_models": ["openai/o3"]}, "openai/o3-2025-04-16"),  # found by the outside check
         ({"denied_models": ["openai/o3"]}, "openai/o3-latest"),
         ({"denied_models": ["openai/o3-2025-04-16"]}, "openai/o3"),  # the bare name may serve it
-        ({"terms": ["titan"], "scope_models": ["fast"]}, "openai/gpt-4o-mini-2024-08-06"),  # found too
-        ({"terms": ["titan"], "scope_models": ["openai/gpt-4o-mini"]}, "openai/GPT-4o-mini-2024-07-18"),
+        ({"terms": ["titan"], "scope": {"models": ["fast"]}}, "openai/gpt-4o-mini-2024-08-06"),  # found too
+        ({"terms": ["titan"], "scope": {"models": ["openai/gpt-4o-mini"]}}, "openai/GPT-4o-mini-2024-07-18"),
     ],
 )
 async def test_a_scope_and_a_denied_model_catch_the_dated_snapshots_of_the_model_they_name(
     sdk, routed, organization, policy, requested
 ):
-    await create_policy(organization=organization, name="titan", action="block", **policy)
+    await create_policy(organization=organization, data={"name": "titan", "action": "block", **policy})
 
     with pytest.raises(openai.BadRequestError) as refused:
         await sdk.chat.completions.create(
@@ -454,9 +480,7 @@ async def test_another_model_or_another_snapshot_is_not_the_model_a_policy_names
 ):
     await create_policy(
         organization=organization,
-        name="no o3",
-        action="block",
-        denied_models=["openai/o3", "openai/gpt-4o-2024-08-06"],
+        data={"name": "no o3", "action": "block", "denied_models": ["openai/o3", "openai/gpt-4o-2024-08-06"]},
     )
 
     answer = await sdk.chat.completions.create(model=requested, messages=[{"role": "user", "content": "hi"}])
@@ -490,7 +514,9 @@ PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4"
 async def test_a_data_url_is_read_unless_it_is_a_base64_payload_in_a_field_that_carries_media(
     proxy, routed, organization, gateway_key, body
 ):
-    await create_policy(organization=organization, name="pii", action="block", detectors=["us_ssn"])
+    await create_policy(
+        organization=organization, data={"name": "pii", "action": "block", "detectors": ["us_ssn"]}
+    )
 
     response = await proxy.post("/v1/chat/completions", json=body, headers=bearer(gateway_key[1]))
 
@@ -501,7 +527,9 @@ async def test_a_data_url_is_read_unless_it_is_a_base64_payload_in_a_field_that_
 async def test_a_redact_policy_that_finds_something_in_a_media_header_blocks_it(
     proxy, routed, organization, gateway_key
 ):
-    await create_policy(organization=organization, name="pii", action="redact", detectors=["us_ssn"])
+    await create_policy(
+        organization=organization, data={"name": "pii", "action": "redact", "detectors": ["us_ssn"]}
+    )
     url = f"data:image/png;x={SSN};base64,{PNG}"
 
     response = await proxy.post(
@@ -517,7 +545,9 @@ async def test_a_redact_policy_that_finds_something_in_a_media_header_blocks_it(
 async def test_a_base64_payload_wrapped_in_lines_in_a_media_field_passes_unread(
     proxy, routed, organization, gateway_key
 ):
-    await create_policy(organization=organization, name="pii", action="block", detectors=["us_ssn"])
+    await create_policy(
+        organization=organization, data={"name": "pii", "action": "block", "detectors": ["us_ssn"]}
+    )
     wrapped = "\r\n".join([PNG] * 40) + "==\n"
     body = _parts(
         {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{wrapped}"}},
@@ -535,7 +565,9 @@ async def test_a_base64_payload_wrapped_in_lines_in_a_media_field_passes_unread(
 async def test_embeddings_as_token_ids_are_refused_when_a_policy_reads_text(
     proxy, routed, organization, gateway_key, outsider, tokens
 ):
-    await create_policy(organization=organization, name="pii", action="redact", detectors=["email"])
+    await create_policy(
+        organization=organization, data={"name": "pii", "action": "redact", "detectors": ["email"]}
+    )
 
     response = await proxy.post(
         "/v1/embeddings", json={"model": "embed", "input": tokens}, headers=bearer(gateway_key[1])
@@ -554,8 +586,12 @@ async def test_embeddings_as_token_ids_are_refused_when_a_policy_reads_text(
 async def test_embeddings_as_token_ids_pass_where_no_policy_reads_text(
     proxy, routed, organization, gateway_key, outsider
 ):
-    await create_policy(organization=organization, name="models", action="block", denied_models=["openai/o3"])
-    await create_policy(organization=outsider.organization, name="pii", action="block", detectors=["email"])
+    await create_policy(
+        organization=organization, data={"name": "models", "action": "block", "denied_models": ["openai/o3"]}
+    )
+    await create_policy(
+        organization=outsider.organization, data={"name": "pii", "action": "block", "detectors": ["email"]}
+    )
 
     response = await proxy.post(
         "/v1/embeddings", json={"model": "embed", "input": [[1734, 374]]}, headers=bearer(gateway_key[1])
@@ -574,7 +610,9 @@ async def test_an_organizations_policy_build_never_holds_up_another_organization
     configuration read, both database calls) must not wait for the build."""
     from tests.factories import create_api_key
 
-    await create_policy(organization=organization, name="codes", action="flag", patterns=[r"ACME-\d{4}"])
+    await create_policy(
+        organization=organization, data={"name": "codes", "action": "flag", "patterns": [r"ACME-\d{4}"]}
+    )
     _, outsider_secret = await database_sync_to_async(create_api_key)(outsider.organization)
     building, release = threading.Event(), threading.Event()
     real = regex.compile
@@ -694,10 +732,7 @@ async def test_base64_is_left_unread_only_at_the_places_a_chat_request_carries_m
 ):
     await create_policy(
         organization=organization,
-        name="titan",
-        action="block",
-        terms=["titan", "tita"],
-        detectors=["payment_card"],
+        data={"name": "titan", "action": "block", "terms": ["titan", "tita"], "detectors": ["payment_card"]},
     )
 
     response = await proxy.post("/v1/chat/completions", json=body, headers=bearer(gateway_key[1]))
@@ -710,7 +745,8 @@ async def test_binary_media_at_its_places_still_passes_unread(proxy, routed, org
     import base64
 
     await create_policy(
-        organization=organization, name="titan", action="block", terms=["titan"], detectors=["payment_card"]
+        organization=organization,
+        data={"name": "titan", "action": "block", "terms": ["titan"], "detectors": ["payment_card"]},
     )
     # A PNG's signature and bytes that spell nothing: binary, not text.
     png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4).decode()
@@ -738,7 +774,9 @@ async def test_binary_media_at_its_places_still_passes_unread(proxy, routed, org
 async def test_a_percent_encoded_data_url_is_read_decoded_and_a_match_blocks(
     proxy, routed, organization, gateway_key, action, url
 ):
-    await create_policy(organization=organization, name="pii", action=action, detectors=["us_ssn"])
+    await create_policy(
+        organization=organization, data={"name": "pii", "action": action, "detectors": ["us_ssn"]}
+    )
 
     response = await proxy.post(
         "/v1/chat/completions",
@@ -845,7 +883,9 @@ SSN_TEXT = f"report line: ssn {SSN} belongs to the codename in the file. " * 12
 async def test_a_data_url_is_read_as_a_lenient_reader_decodes_it(
     proxy, routed, organization, gateway_key, body
 ):
-    await create_policy(organization=organization, name="pii", action="block", detectors=["us_ssn"])
+    await create_policy(
+        organization=organization, data={"name": "pii", "action": "block", "detectors": ["us_ssn"]}
+    )
 
     response = await proxy.post("/v1/chat/completions", json=body, headers=bearer(gateway_key[1]))
 
@@ -873,7 +913,9 @@ async def test_a_configuration_read_again_for_another_change_compiles_no_policy(
         return build(cls, snapshots, **kwargs)
 
     monkeypatch.setattr(PolicyEngine, "build", classmethod(counted))
-    await create_policy(organization=organization, name="pii", action="block", detectors=["us_ssn"])
+    await create_policy(
+        organization=organization, data={"name": "pii", "action": "block", "detectors": ["us_ssn"]}
+    )
     headers = bearer(gateway_key[1])
     assert (await proxy.post("/v1/chat/completions", json=_body(), headers=headers)).status_code == 200
 
@@ -881,6 +923,8 @@ async def test_a_configuration_read_again_for_another_change_compiles_no_policy(
     assert (await proxy.post("/v1/chat/completions", json=_body(), headers=headers)).status_code == 200
     assert compiled == [["pii"]]  # the team's change was read, the policies were not compiled again
 
-    await create_policy(organization=organization, name="mail", action="block", detectors=["email"])
+    await create_policy(
+        organization=organization, data={"name": "mail", "action": "block", "detectors": ["email"]}
+    )
     assert (await proxy.post("/v1/chat/completions", json=_body(), headers=headers)).status_code == 200
     assert compiled == [["pii"], ["pii", "mail"]]

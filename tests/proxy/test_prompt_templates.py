@@ -136,7 +136,7 @@ async def test_another_organizations_template_is_not_found(proxy, template, outs
 
 async def test_policies_check_the_rendered_text(sdk, template, organization, upstream):
     await database_sync_to_async(policy_create)(
-        organization=organization, name="no speed talk", action="block", terms=["is it fast"]
+        organization=organization, data={"name": "no speed talk", "action": "block", "terms": ["is it fast"]}
     )
 
     with pytest.raises(openai.BadRequestError) as refused:

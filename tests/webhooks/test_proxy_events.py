@@ -58,7 +58,7 @@ async def test_a_policy_block_arrives_as_a_signed_event_without_the_blocked_text
 ):
     _, secret = await create_webhook(organization=organization, url=receiver.url(), events=["policy.blocked"])
     await create_policy(
-        organization=organization, name="no secrets", action="block", terms=["project falcon"]
+        organization=organization, data={"name": "no secrets", "action": "block", "terms": ["project falcon"]}
     )
 
     response = await proxy.post(
@@ -117,7 +117,7 @@ async def test_a_receiver_that_hangs_or_fails_never_delays_a_proxied_request(
         receiver.always = 500
     await create_webhook(organization=organization, url=receiver.url(), events=["policy.blocked"])
     await create_policy(
-        organization=organization, name="no secrets", action="block", terms=["project falcon"]
+        organization=organization, data={"name": "no secrets", "action": "block", "terms": ["project falcon"]}
     )
     await proxy.post("/v1/chat/completions", json=chat_body(), headers=bearer(team_key))  # warm
 

@@ -1,9 +1,9 @@
 """Policies: the list in the order they run, create, edit, reorder, enable or disable, delete, and
 the dry run (what the organization's active policies would do to a sample request).
 
-Input is checked by the API's serializers and written through the API's services (each write moves
-the organization's configuration generation, so every proxy worker applies it on its next request);
-the dry run is the API's own (``selectors.policy_dry_run``)."""
+A form is posted to the services as the API's body: they parse it (apps/policies/inputs.py) and check
+it, and each write moves the organization's configuration generation, so every proxy worker applies
+it on its next request; the dry run is the API's own (``selectors.policy_dry_run``)."""
 
 import json
 
@@ -14,13 +14,13 @@ from django.urls import path
 
 from apps.console.access import Console, console_view, forbidden
 from apps.console.areas import Navigation
-from apps.console.forms import check, flat_errors, service_errors, text
+from apps.console.forms import check, service_errors, text
 from apps.core.detectors import DETECTOR_NAMES
 from apps.core.errors import GatewayError
 from apps.keys.selectors import api_keys_of
 from apps.organizations.models import Role
 from apps.policies import selectors, services
-from apps.policies.api.serializers import DryRunSerializer, PolicySerializer
+from apps.policies.api.serializers import DryRunSerializer
 from apps.policies.models import Action, Policy
 from apps.teams.selectors import teams_of
 
@@ -66,15 +66,6 @@ def _policy_input(post: QueryDict) -> dict:
     if order is not None:
         data["order"] = order
     return data
-
-
-def _checked(data: dict, *, policy: Policy | None) -> tuple[dict | None, dict]:
-    """The service's values, checked by the API's serializer (a change: only the fields given), or
-    the errors by field."""
-    serializer = PolicySerializer(policy, data=data, partial=policy is not None)
-    if serializer.is_valid():
-        return serializer.service_values(), {}
-    return None, flat_errors(serializer.errors)
 
 
 def _form_context(console: Console, **extra) -> dict:
@@ -136,17 +127,13 @@ def policy_create(request, console: Console):
     status = 400
     if request.method == "POST":
         form = request.POST
-        values, errors = _checked(_policy_input(request.POST), policy=None)
-        if values is not None:
-            try:
-                policy = services.policy_create(organization=console.organization, **values)
-            except GatewayError as error:
-                errors, status = service_errors(error), error.status
-            else:
-                messages.success(
-                    request, f"Created the policy {policy.name}; it applies from the next request."
-                )
-                return redirect("console:policy", policy_id=policy.id)
+        try:
+            policy = services.policy_create(organization=console.organization, data=_policy_input(form))
+        except GatewayError as error:
+            errors, status = service_errors(error), error.status
+        else:
+            messages.success(request, f"Created the policy {policy.name}; it applies from the next request.")
+            return redirect("console:policy", policy_id=policy.id)
     return render(
         request,
         "console/policies/form.html",
@@ -183,16 +170,13 @@ def policy_detail(request, console: Console, policy_id):
 @console_view(role=Role.ADMIN, methods=("POST",))
 def policy_update(request, console: Console, policy_id):
     policy = _policy(console, policy_id)
-    values, errors = _checked(_policy_input(request.POST), policy=policy)
-    status = 400
-    if values is not None:
-        try:
-            services.policy_update(policy=policy, **values)
-        except GatewayError as error:
-            errors, status = service_errors(error), error.status
-        else:
-            messages.success(request, f"Saved {policy.name}; it applies from the next request.")
-            return redirect("console:policy", policy_id=policy.id)
+    try:
+        services.policy_update(policy=policy, data=_policy_input(request.POST))
+    except GatewayError as error:
+        errors, status = service_errors(error), error.status
+    else:
+        messages.success(request, f"Saved {policy.name}; it applies from the next request.")
+        return redirect("console:policy", policy_id=policy.id)
     policy.refresh_from_db()  # the service may have set fields before it refused the whole
     return _detail(request, console, policy, errors=errors, form=request.POST, status=status)
 
@@ -202,10 +186,10 @@ def policy_toggle(request, console: Console, policy_id):
     """Enables or disables a policy (``is_active`` = ``true`` or ``false``)."""
     policy = _policy(console, policy_id)
     wanted = {"true": True, "false": False}.get(request.POST.get("is_active"), request.POST.get("is_active"))
-    values, errors = _checked({"is_active": wanted}, policy=policy)
-    if values is None:
-        return _detail(request, console, policy, errors=errors)
-    services.policy_update(policy=policy, **values)
+    try:
+        services.policy_update(policy=policy, data={"is_active": wanted})
+    except GatewayError as error:
+        return _detail(request, console, policy, errors=service_errors(error))
     state = "enabled" if policy.is_active else "disabled"
     messages.success(request, f"{policy.name} is {state} from the next request.")
     # Back to the page the form was on: the policy's own, or the list.

@@ -1,85 +1,21 @@
+"""What /api/v1/policies answers, and the dry run's shapes. What a policy's write takes is the
+domain's (apps/policies/inputs.py): the services parse the body with it."""
+
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.plumbing import is_patched_serializer
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
-from apps.core.api.fields import StrictBooleanField, StrictCharField, StrictUUIDField
-from apps.core.api.schema import PYTHON_SPACE
+from apps.core.api.fields import StrictCharField
 from apps.core.api.serializers import ClosedSerializer
-from apps.core.detectors import DETECTOR_NAMES
-from apps.policies import services
+from apps.policies.inputs import MODEL_LENGTH, PolicyInputSerializer
 from apps.policies.models import Action, Policy
 
-# services._text: not blank once trimmed, and no control character (below U+0020) inside.
-_S = PYTHON_SPACE
-_C = r"\u0000-\u001f"
 
-
-class PolicyTextField(StrictCharField):
-    """A name, term or model of a policy, as ``services._text`` takes it."""
-
-    def trimmed_pattern(self) -> str:
-        inside = f"{{0,{self.max_length - 2}}}"
-        return rf"^[{_S}]*[^{_S}{_C}](?:[^{_C}]{inside}[^{_S}{_C}])?[{_S}]*$"
-
-
-def _strings(length: int, limit: int, **kwargs) -> serializers.ListField:
-    return serializers.ListField(
-        child=PolicyTextField(max_length=length), max_length=limit, required=False, **kwargs
-    )
-
-
-@extend_schema_serializer(component_name="PolicyScope")
-class ScopeSerializer(ClosedSerializer):
-    teams = serializers.ListField(
-        child=StrictUUIDField(),
-        max_length=services.SCOPE_LIMIT,
-        required=False,
-        help_text="Team ids; empty: every team (and requests without one).",
-    )
-    api_keys = serializers.ListField(
-        child=StrictUUIDField(),
-        max_length=services.SCOPE_LIMIT,
-        required=False,
-        help_text="API key ids; empty: every key.",
-    )
-    models = _strings(
-        services.MODEL_LENGTH, services.MODELS_LIMIT, help_text="Models as requests name them; empty: all."
-    )
-
-
+# A policy as the API shows it: the input's fields (its request schema) and the read-only ones.
 # "Policy" is the policy analytics' component already (apps/audit).
 @extend_schema_serializer(component_name="PolicyObject")
-class PolicySerializer(ClosedSerializer, serializers.ModelSerializer):
-    name = PolicyTextField(max_length=services.NAME_LENGTH)
-    action = serializers.ChoiceField(choices=Action.values)
-    detectors = serializers.ListField(
-        child=serializers.ChoiceField(choices=DETECTOR_NAMES),
-        max_length=len(DETECTOR_NAMES),
-        required=False,
-    )
-    patterns = serializers.ListField(
-        child=StrictCharField(max_length=services.PATTERN_LENGTH, trim_whitespace=False),
-        max_length=services.PATTERNS_LIMIT,
-        required=False,
-        help_text="Regular expressions (Python's `regex` package); a match is `[REDACTED:pattern]`.",
-    )
-    terms = _strings(
-        services.TERM_LENGTH,
-        services.TERMS_LIMIT,
-        help_text="Denied words or phrases: case-insensitive, whole words.",
-    )
-    denied_models = _strings(services.MODEL_LENGTH, services.MODELS_LIMIT)
-    max_prompt_chars = serializers.IntegerField(
-        min_value=1, max_value=services.MAX_PROMPT_CHARS, allow_null=True, required=False
-    )
-    apply_to_response = StrictBooleanField(required=False, help_text="Redact policies only.")
-    order = serializers.IntegerField(
-        min_value=-services.ORDER_LIMIT, max_value=services.ORDER_LIMIT, required=False
-    )
-    is_active = StrictBooleanField(required=False)
-    scope = ScopeSerializer(required=False)
-
+class PolicySerializer(PolicyInputSerializer, serializers.ModelSerializer):
     class Meta:
         model = Policy
         fields = (
@@ -108,16 +44,6 @@ class PolicySerializer(ClosedSerializer, serializers.ModelSerializer):
             "models": instance.scope_models,
         }
         return data
-
-    def service_values(self) -> dict:
-        """The validated values as the services take them (``scope`` spread into its three fields)."""
-        values = dict(self.validated_data)
-        scope = values.pop("scope", None)
-        if scope is not None:
-            for part in ("teams", "api_keys", "models"):
-                if part in scope:
-                    values[f"scope_{part}"] = [str(item) for item in scope[part]]
-        return values
 
 
 class PolicySchema(OpenApiSerializerExtension):
@@ -171,7 +97,7 @@ class EmbeddingsInputField(serializers.JSONField):
 class DryRunSerializer(ClosedSerializer):
     """A sample request: ``messages`` (chat completions) or ``input`` (embeddings)."""
 
-    model = StrictCharField(max_length=services.MODEL_LENGTH)
+    model = StrictCharField(max_length=MODEL_LENGTH)
     messages = serializers.ListField(child=serializers.DictField(), max_length=1000, required=False)
     input = EmbeddingsInputField(
         required=False, help_text="An embeddings input: a string or a list of strings."

@@ -22,16 +22,12 @@ class PolicyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Organizati
     error_statuses = {"create": (409,), "partial_update": (409,)}
 
     def create(self, request):
-        serializer = self.get_serializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        policy = services.policy_create(organization=self.organization, **serializer.service_values())
+        policy = services.policy_create(organization=self.organization, data=request.data)
         return Response(self.get_serializer(policy).data, status=status.HTTP_201_CREATED)
 
     def partial_update(self, request, pk=None):
         policy = self.get_object()
-        serializer = self.get_serializer(policy, data=request.data, partial=True)
-        serializer.is_valid(raise_exception=True)
-        services.policy_update(policy=policy, **serializer.service_values())
+        services.policy_update(policy=policy, data=request.data)
         return Response(self.get_serializer(self.get_object()).data)
 
     @extend_schema(responses={204: None})

@@ -63,7 +63,7 @@ def create(upstream: str) -> dict[str, str]:
     policed, policed_secret = api_key_create(organization=organization, name="bench with policies")
     for policy in ten_policies():
         policy_create(organization=organization, data={**policy, "scope": {"api_keys": [str(policed.id)]}})
-    template = template_create(organization=organization, slug=TEMPLATE, name="Bench")
+    template = template_create(organization=organization, data={"slug": TEMPLATE, "name": "Bench"})
     version_create(
         template=template,
         data={

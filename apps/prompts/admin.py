@@ -61,13 +61,13 @@ class PromptTemplateAdmin(ServiceAdmin):
         return deleted, counts, set(), protected
 
     def service_create(self, request, form) -> PromptTemplate:
-        return services.template_create(
-            **{name: form.cleaned_data[name] for name in PromptTemplateForm.Meta.fields}
-        )
+        values = {name: form.cleaned_data[name] for name in PromptTemplateForm.Meta.fields}
+        organization = values.pop("organization")
+        return services.template_create(organization=organization, data=values)
 
     def service_update(self, request, obj: PromptTemplate, form, changes: dict) -> None:
         if changes:
-            services.template_update(template=obj, **changes)
+            services.template_update(template=obj, data=changes)
 
     def service_delete(self, request, obj: PromptTemplate) -> None:
         services.template_delete(template=obj)

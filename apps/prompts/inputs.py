@@ -1,8 +1,11 @@
-"""A prompt version as it is written (the body of POST /api/v1/prompt-templates/{id}/versions, the
-admin's JSON fields, the console's form): its types and shapes, defined once. ``version_create``
-parses its raw input with these before what a schema cannot say (tags that compile, variables that
-agree with the messages and are declared once, the defaults' values); the API's schema is written
-from them."""
+"""A prompt template and a prompt version as they are written (the bodies of POST and PATCH
+/api/v1/prompt-templates and of POST /api/v1/prompt-templates/{id}/versions, the admin's forms, the
+console's): their types and shapes, defined once. ``template_create``, ``template_update`` and
+``version_create`` parse their raw input with these before what a schema cannot say (a slug that is
+no UUID and not taken; tags that compile, variables that agree with the messages and are declared
+once, the defaults' values); the API's schema is written from them."""
+
+import re
 
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
@@ -11,6 +14,11 @@ from apps.core.api.fields import StrictCharField, StrictRegexField
 from apps.core.api.serializers import ClosedSerializer
 
 from .rendering import NAME_PATTERN
+
+SLUG_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}")
+SLUG_LENGTH = 100
+TEMPLATE_NAME_LENGTH = 200
+DESCRIPTION_LENGTH = 5000
 
 NOTE_LENGTH = 500
 ROLES = ("system", "developer", "user", "assistant")
@@ -116,3 +124,16 @@ class VersionCreateSerializer(ClosedSerializer):
     )
     defaults = DefaultsField(required=False)
     note = StrictCharField(max_length=NOTE_LENGTH, allow_blank=True, required=False)
+
+
+# A template's writable fields; the API's PromptTemplateSerializer is these and the read-only ones.
+# Not closed: the API has always passed over a field it does not know here. (No docstring: the API's
+# schema would take it as its component's description.)
+class TemplateInputSerializer(serializers.Serializer):
+    slug = StrictRegexField(
+        f"^{SLUG_PATTERN.pattern}$",
+        max_length=SLUG_LENGTH,
+        help_text="Unique in the organization; what requests name the template by (or its id).",
+    )
+    name = StrictCharField(max_length=TEMPLATE_NAME_LENGTH)
+    description = StrictCharField(max_length=DESCRIPTION_LENGTH, allow_blank=True, required=False)

@@ -19,14 +19,17 @@ from apps.core.unique import name_taken, save_unique
 from apps.organizations.models import Organization
 
 from .compiled import LATEST
-from .inputs import DEFAULT_PARAMETERS, MODEL_LENGTH, TOOLS_LIMIT, VALUE_LENGTH, VersionCreateSerializer
+from .inputs import (
+    DEFAULT_PARAMETERS,
+    MODEL_LENGTH,
+    TOOLS_LIMIT,
+    VALUE_LENGTH,
+    TemplateInputSerializer,
+    VersionCreateSerializer,
+)
 from .models import PromptLabel, PromptLabelMove, PromptTemplate, PromptVersion
 from .rendering import TemplateSyntaxError, compile_text, value_text
 
-SLUG_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}")
-SLUG_LENGTH = 100
-NAME_LENGTH = 200
-DESCRIPTION_LENGTH = 5000
 # Labels start with a letter: a version given as a string of digits ("2", as OpenAI's SDK sends
 # it) is a number, never a label.
 LABEL_PATTERN = re.compile(r"[a-z][a-z0-9_-]{0,63}")
@@ -37,21 +40,17 @@ _VERSION_ATTEMPTS = 5
 # --- Templates -------------------------------------------------------------------------------------
 
 
-def template_create(
-    *, organization: Organization, slug: str, name: str, description: str = ""
-) -> PromptTemplate:
+def template_create(*, organization: Organization, data: Mapping) -> PromptTemplate:
+    """``data``: the template as the API's body has it (inputs.py ``TemplateInputSerializer``)."""
     template = PromptTemplate(organization=organization)
-    _apply_template(template, {"slug": slug, "name": name, "description": description})
+    _apply_template(template, {"description": "", **validated(TemplateInputSerializer, data)})
     return _save_template(template, create=True)
 
 
-def template_update(*, template: PromptTemplate, **changes) -> PromptTemplate:
-    """``changes``: any of ``slug``, ``name``, ``description``. A new slug is what clients must send
-    from then on (the id keeps working)."""
-    unknown = set(changes) - {"slug", "name", "description"}
-    if unknown:
-        raise TypeError(f"unknown template fields: {', '.join(sorted(unknown))}")
-    _apply_template(template, changes)
+def template_update(*, template: PromptTemplate, data: Mapping) -> PromptTemplate:
+    """``data``: any of ``slug``, ``name``, ``description``, as the API's PATCH body has them. A new
+    slug is what clients must send from then on (the id keeps working)."""
+    _apply_template(template, validated(TemplateInputSerializer, data, partial=True))
     return _save_template(template, create=False)
 
 
@@ -63,22 +62,17 @@ def template_delete(*, template: PromptTemplate) -> None:
         bump_generation(organization_id)
 
 
-def _apply_template(template: PromptTemplate, values: dict) -> None:
-    errors: dict[str, list[str]] = {}
-    checks = {
-        "slug": _slug,
-        "name": lambda value: _text(value, NAME_LENGTH),
-        "description": lambda value: _text(value, DESCRIPTION_LENGTH, blank=True),
-    }
-    checked = {}
-    for field, value in values.items():
+def _apply_template(template: PromptTemplate, values: Mapping) -> None:
+    """``values`` parsed (inputs.py): a slug that is no UUID, since requests name a template by either."""
+    if "slug" in values:
         try:
-            checked[field] = checks[field](value)
-        except ValueError as error:
-            errors[field] = [str(error)]
-    if errors:
-        raise invalid_fields(errors)
-    for field, value in checked.items():
+            uuid.UUID(values["slug"])
+        except ValueError:
+            pass
+        else:
+            message = "May not be a UUID: templates are named by their id or their slug."
+            raise invalid_fields({"slug": [message]})
+    for field, value in values.items():
         setattr(template, field, value)
 
 
@@ -97,30 +91,6 @@ def _save_template(template: PromptTemplate, *, create: bool) -> PromptTemplate:
 
 def _slug_taken(slug: str) -> Conflict:
     return name_taken("A prompt template", "slug", slug, code="prompt_slug_taken")
-
-
-def _slug(value) -> str:
-    if not isinstance(value, str) or not SLUG_PATTERN.fullmatch(value):
-        raise ValueError(
-            "Lowercase letters, digits, '-' and '_', starting with a letter or digit, at most "
-            f"{SLUG_LENGTH} characters."
-        )
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return value
-    raise ValueError("May not be a UUID: templates are named by their id or their slug.")
-
-
-def _text(value, limit: int, *, blank: bool = False) -> str:
-    if not isinstance(value, str) or "\x00" in value:
-        raise ValueError("Must be a string without NUL.")
-    value = value.strip()
-    if not value and not blank:
-        raise ValueError("May not be blank.")
-    if len(value) > limit:
-        raise ValueError(f"At most {limit} characters.")
-    return value
 
 
 # --- Versions --------------------------------------------------------------------------------------

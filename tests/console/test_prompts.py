@@ -114,7 +114,7 @@ def test_a_new_version_starts_from_the_latest_and_leaves_it_unchanged(
     ],
 )
 def test_a_refused_version_says_why_and_saves_nothing(console_for, organization, data, says):
-    template = services.template_create(organization=organization, slug="t", name="T")
+    template = services.template_create(organization=organization, data={"slug": "t", "name": "T"})
     client = console_for(organization, "admin")
     form = f"{page_of(template)}versions/new"
     response = post_form(client, form, form, {"role": ["user"] * len(data["content"]), **data})

@@ -17,7 +17,7 @@ def make_template(
 ):
     """A template with ``versions`` versions of ``SUPPORT`` (the n-th's temperature is n / 10), and
     ``label`` on the newest."""
-    template = services.template_create(organization=organization, slug=slug, name=slug.title())
+    template = services.template_create(organization=organization, data={"slug": slug, "name": slug.title()})
     for number in range(1, versions + 1):
         services.version_create(
             template=template,

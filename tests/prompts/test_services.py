@@ -21,9 +21,11 @@ def test_every_write_bumps_the_configuration_generation(
 ):
     bump = lambda: bumps_generation(organization, django_capture_on_commit_callbacks)  # noqa: E731
     with bump():
-        template = services.template_create(organization=organization, slug="support", name="Support")
+        template = services.template_create(
+            organization=organization, data={"slug": "support", "name": "Support"}
+        )
     with bump():
-        services.template_update(template=template, description="Answers customers.")
+        services.template_update(template=template, data={"description": "Answers customers."})
     with bump():
         services.version_create(template=template, data=SUPPORT)
     with bump():
@@ -44,7 +46,7 @@ def test_refused_writes_and_a_label_set_where_it_points_bump_nothing(
     template = make_template(organization)
     with bumps_generation(organization, django_capture_on_commit_callbacks, bumped=False):
         with pytest.raises(Conflict):
-            services.template_create(organization=organization, slug="support", name="Again")
+            services.template_create(organization=organization, data={"slug": "support", "name": "Again"})
         with pytest.raises(InvalidRequest):
             services.version_create(
                 template=template, data={"messages": [{"role": "user", "content": "{{x"}]}

@@ -97,7 +97,7 @@ async def test_a_prompt_target_serves_each_variant_its_version(sdk, organization
     await add_alias_async(organization, "fast", ("openai", "gpt-4o-mini"))
 
     def start():
-        template = prompts.template_create(organization=organization, slug="greet", name="Greet")
+        template = prompts.template_create(organization=organization, data={"slug": "greet", "name": "Greet"})
         for text in ("Hello {{name}}", "Good day {{name}}"):
             prompts.version_create(
                 template=template,

@@ -16,7 +16,7 @@ SYSTEM = "You answer questions about {{product}} in {{tone}} words."
 
 
 def make_template(organization, user):
-    template = prompts.template_create(organization=organization, slug="support", name="Support")
+    template = prompts.template_create(organization=organization, data={"slug": "support", "name": "Support"})
     for number, greeting in ((1, "Question"), (2, "Customer question")):
         version = prompts.version_create(
             template=template,

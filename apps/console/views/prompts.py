@@ -23,7 +23,6 @@ from apps.organizations.models import Role
 from apps.prompts import selectors, services
 from apps.prompts.api.serializers import (
     LabelSetSerializer,
-    PromptTemplateSerializer,
     RenderSerializer,
 )
 from apps.prompts.compiled import DEFAULT_LABEL, LATEST
@@ -78,15 +77,15 @@ def prompt_create(request, console: Console):
     errors: dict = {}
     status = 400
     if request.method == "POST":
-        data, errors = check(PromptTemplateSerializer, _template_input(request.POST))
-        if data is not None:
-            try:
-                template = services.template_create(organization=console.organization, **data)
-            except GatewayError as error:
-                errors, status = service_errors(error), error.status
-            else:
-                messages.success(request, f"Created {template.slug}; now write its first version.")
-                return redirect("console:prompt-version-create", template_id=template.id)
+        try:
+            template = services.template_create(
+                organization=console.organization, data=_template_input(request.POST)
+            )
+        except GatewayError as error:
+            errors, status = service_errors(error), error.status
+        else:
+            messages.success(request, f"Created {template.slug}; now write its first version.")
+            return redirect("console:prompt-version-create", template_id=template.id)
     return render(
         request,
         "console/prompts/form.html",
@@ -129,16 +128,13 @@ def prompt_detail(request, console: Console, template_id):
 @console_view(role=Role.ADMIN, methods=("POST",))
 def prompt_update(request, console: Console, template_id):
     template = _template(console, template_id)
-    data, errors = check(PromptTemplateSerializer, _template_input(request.POST))
-    status = 400
-    if data is not None:
-        try:
-            services.template_update(template=template, **data)
-        except GatewayError as error:
-            errors, status = service_errors(error), error.status
-        else:
-            messages.success(request, f"Saved {template.slug}.")
-            return redirect("console:prompt", template_id=template.id)
+    try:
+        services.template_update(template=template, data=_template_input(request.POST))
+    except GatewayError as error:
+        errors, status = service_errors(error), error.status
+    else:
+        messages.success(request, f"Saved {template.slug}.")
+        return redirect("console:prompt", template_id=template.id)
     return _detail(
         request, console, _template(console, template_id), errors=errors, form=request.POST, status=status
     )

@@ -5,21 +5,19 @@ cannot say: tags that compile, variables that agree with the messages, a version
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
-from apps.core.api.fields import StrictCharField, StrictIntegerField, StrictRegexField, StrictUUIDField
+from apps.core.api.fields import StrictIntegerField, StrictUUIDField
 from apps.core.api.serializers import ClosedSerializer
-from apps.prompts import services
-from apps.prompts.inputs import VALUE_SCHEMA, DefaultsField, MessageSerializer, VariableSerializer
+from apps.prompts.inputs import (
+    VALUE_SCHEMA,
+    DefaultsField,
+    MessageSerializer,
+    TemplateInputSerializer,
+    VariableSerializer,
+)
 from apps.prompts.models import PromptLabel, PromptLabelMove, PromptTemplate, PromptVersion
 
 
-class PromptTemplateSerializer(serializers.ModelSerializer):
-    slug = StrictRegexField(
-        f"^{services.SLUG_PATTERN.pattern}$",
-        max_length=services.SLUG_LENGTH,
-        help_text="Unique in the organization; what requests name the template by (or its id).",
-    )
-    name = StrictCharField(max_length=services.NAME_LENGTH)
-    description = StrictCharField(max_length=services.DESCRIPTION_LENGTH, allow_blank=True, required=False)
+class PromptTemplateSerializer(TemplateInputSerializer, serializers.ModelSerializer):
     labels = serializers.SerializerMethodField(help_text="Label name -> version number.")
     latest_version = serializers.SerializerMethodField(
         help_text="The newest version's number; null before the first."

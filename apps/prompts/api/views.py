@@ -82,16 +82,12 @@ class PromptTemplateViewSet(
         return template
 
     def create(self, request):
-        serializer = self.get_serializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        template = services.template_create(organization=self.organization, **serializer.validated_data)
+        template = services.template_create(organization=self.organization, data=request.data)
         return Response(self.get_serializer(template).data, status=status.HTTP_201_CREATED)
 
     def partial_update(self, request, pk=None):
         template = self.get_object()
-        serializer = self.get_serializer(template, data=request.data, partial=True)
-        serializer.is_valid(raise_exception=True)
-        services.template_update(template=template, **serializer.validated_data)
+        services.template_update(template=template, data=request.data)
         return Response(self.get_serializer(template).data)
 
     @extend_schema(responses={204: None})

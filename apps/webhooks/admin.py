@@ -2,16 +2,18 @@ from django import forms
 from django.contrib import admin
 from django.template.response import TemplateResponse
 
-from apps.core.admin_mixins import ServiceAdmin
-from apps.core.errors import InvalidRequest
+from apps.core.admin_mixins import ServiceAdmin, service_errors_on
 from apps.events.models import EventType
 
 from . import services
 from .models import ALL_EVENTS, Webhook, WebhookDelivery
 
+# The writable fields, as the services take them (inputs.py), which check them.
+FIELDS = ("url", "events", "description", "is_active")
+
 
 class WebhookForm(forms.ModelForm):
-    url = forms.CharField(max_length=2000, help_text="An https:// URL.")
+    url = forms.CharField(help_text="An https:// URL.")
     events = forms.MultipleChoiceField(
         choices=[(ALL_EVENTS, "Every kind (*)"), *EventType.choices],
         widget=forms.CheckboxSelectMultiple,
@@ -20,18 +22,18 @@ class WebhookForm(forms.ModelForm):
 
     class Meta:
         model = Webhook
-        fields = ("organization", "url", "events", "description", "is_active")
+        fields = ("organization", *FIELDS)
 
     def clean(self):
         cleaned = super().clean()
-        # The services' rules, asked here so the form comes back with what was typed.
-        if cleaned.get("url") and (self.instance._state.adding or "url" in self.changed_data):
-            try:
-                services.check_url(cleaned["url"])
-            except InvalidRequest as error:
-                self.add_error("url", error.message)
-        if cleaned.get("events"):
-            cleaned["events"] = services.clean_events(cleaned["events"])
+        # The service's rules (a URL whose addresses are allowed, ...), shown on the form's fields
+        # before the save asks the service again: the values typed, or on a change those changed.
+        names = FIELDS if self.instance._state.adding else self.changed_data
+        with service_errors_on(self):
+            services.webhook_check(
+                data={name: cleaned[name] for name in names if name in cleaned and name in FIELDS},
+                partial=True,
+            )
         return cleaned
 
 
@@ -52,13 +54,15 @@ class WebhookAdmin(ServiceAdmin):
         return self.readonly_fields
 
     def service_create(self, request, form) -> Webhook:
-        fields = {name: form.cleaned_data[name] for name in WebhookForm.Meta.fields}
-        webhook, secret = services.webhook_create(**fields)
+        webhook, secret = services.webhook_create(
+            organization=form.cleaned_data["organization"],
+            data={name: form.cleaned_data[name] for name in FIELDS},
+        )
         form.instance._shown_once_secret = secret  # the object response_add is given
         return webhook
 
     def service_update(self, request, obj: Webhook, form, changes: dict) -> None:
-        services.webhook_update(webhook=obj, **changes)
+        services.webhook_update(webhook=obj, data=changes)
 
     def service_delete(self, request, obj: Webhook) -> None:
         services.webhook_delete(webhook=obj)

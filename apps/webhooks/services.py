@@ -1,7 +1,8 @@
 """Writes of webhooks and their deliveries (docs/webhooks.md).
 
 Webhooks are not part of the proxy's configuration, so no write here bumps the configuration
-generation. Every value is checked here, for the API and the admin alike.
+generation. Every value is checked here (``webhook_check``: the input's types and shapes parsed by
+inputs.py, then the URL's addresses), for the API, the admin and the console alike.
 
 Deliveries. The events the outbox's ingest writes start their deliveries in the same transaction
 (``deliveries_start``): one pending row per matching active webhook, whose task is enqueued once the
@@ -17,7 +18,7 @@ import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -27,6 +28,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from apps.core import crypto
+from apps.core.api.serializers import validated
 from apps.core.brand import header
 from apps.core.errors import Conflict, InvalidRequest
 from apps.events.models import Event, EventType
@@ -35,13 +37,12 @@ from apps.organizations.models import Organization
 
 from . import transport
 from .addresses import WebhookAddressRefused, check_webhook_url
+from .inputs import WebhookInputSerializer
 from .models import ALL_EVENTS, DeliveryStatus, Webhook, WebhookDelivery
 from .signing import generate_secret, signature_header
 
 logger = logging.getLogger(__name__)
 
-FIELDS = ("url", "events", "description", "is_active")
-DESCRIPTION_LENGTH = 500
 # How long the previous secret keeps signing after a roll.
 SECRET_OVERLAP = timedelta(hours=24)
 MAX_ATTEMPTS = 3
@@ -58,23 +59,6 @@ DUE_BATCH = 1000
 # --- Webhooks -------------------------------------------------------------------------------------
 
 
-def clean_events(events: Any) -> list[str]:
-    """The subscription as stored: known kinds, sorted, each once; ``["*"]`` when it names ``*``."""
-    known = set(EventType.values)
-    if (
-        not isinstance(events, list | tuple)
-        or not events
-        or not all(isinstance(kind, str) for kind in events)
-    ):
-        _invalid("events", 'A non-empty list of event kinds, or ["*"] for every kind.')
-    unknown = sorted({kind for kind in events if kind != ALL_EVENTS and kind not in known})
-    if unknown:
-        _invalid("events", f"Unknown event kinds: {', '.join(unknown)[:500]}.")
-    if ALL_EVENTS in events:
-        return [ALL_EVENTS]
-    return sorted(set(events))
-
-
 def check_url(url: str) -> str:
     """``url`` if a webhook may have it now (its host resolved and every address checked)."""
     try:
@@ -83,46 +67,24 @@ def check_url(url: str) -> str:
         raise InvalidRequest(error.message, code=error.code, fields={"url": [error.message]}) from None
 
 
-def _clean(values: dict[str, Any]) -> dict[str, Any]:
-    unknown = set(values) - set(FIELDS)
-    if unknown:
-        raise TypeError(f"unknown webhook fields: {', '.join(sorted(unknown))}")
-    cleaned = dict(values)
+def webhook_check(*, data: Mapping, partial: bool = False) -> dict[str, Any]:
+    """``data`` (the API's body, inputs.py ``WebhookInputSerializer``; ``partial``: a PATCH's, only
+    the fields it names) as a webhook stores it: the URL's host resolved and every address checked,
+    the events sorted and each once, ``["*"]`` when they name ``*``. The admin's form runs it before
+    saving, so its page shows the refusal on its field."""
+    values = dict(validated(WebhookInputSerializer, data, partial=partial))
     if "url" in values:
-        cleaned["url"] = check_url(values["url"])
+        values["url"] = check_url(values["url"])
     if "events" in values:
-        cleaned["events"] = clean_events(values["events"])
-    if "description" in values:
-        description = values["description"]
-        if not isinstance(description, str) or len(description) > DESCRIPTION_LENGTH or "\x00" in description:
-            _invalid("description", f"Text of at most {DESCRIPTION_LENGTH} characters.")
-    if "is_active" in values and not isinstance(values["is_active"], bool):
-        _invalid("is_active", "true or false.")
-    return cleaned
+        events = values["events"]
+        values["events"] = [ALL_EVENTS] if ALL_EVENTS in events else sorted(set(events))
+    return values
 
 
-def _invalid(field: str, message: str):
-    raise InvalidRequest(message, code="validation_error", fields={field: [message]})
-
-
-def webhook_create(
-    *,
-    organization: Organization,
-    url: str,
-    events: list[str] | None = None,
-    description: str = "",
-    is_active: bool = True,
-) -> tuple[Webhook, str]:
-    """The new webhook and its secret (``whsec_...``), which is never shown again. ``events``
-    defaults to every kind."""
-    values = _clean(
-        {
-            "url": url,
-            "events": [ALL_EVENTS] if events is None else events,
-            "description": description,
-            "is_active": is_active,
-        }
-    )
+def webhook_create(*, organization: Organization, data: Mapping) -> tuple[Webhook, str]:
+    """The new webhook and its secret (``whsec_...``), which is never shown again. ``data``: the
+    API's body (``webhook_check``); ``events`` defaults to every kind."""
+    values = {"events": [ALL_EVENTS], "description": "", "is_active": True, **webhook_check(data=data)}
     webhook = Webhook(organization=organization, **values)
     secret = generate_secret()
     webhook.set_secret(secret)
@@ -130,10 +92,11 @@ def webhook_create(
     return webhook, secret
 
 
-def webhook_update(*, webhook: Webhook, **changes) -> Webhook:
-    """Applies ``changes`` (``url``, ``events``, ``description``, ``is_active``); a new URL is
-    checked as at creation. The secret changes only through ``webhook_roll_secret``."""
-    cleaned = _clean(changes)
+def webhook_update(*, webhook: Webhook, data: Mapping) -> Webhook:
+    """Applies ``data`` (any of ``url``, ``events``, ``description``, ``is_active``, as the API's
+    PATCH body has them); a new URL is checked as at creation. The secret changes only through
+    ``webhook_roll_secret``."""
+    cleaned = webhook_check(data=data, partial=True)
     for field, value in cleaned.items():
         setattr(webhook, field, value)
     webhook.save(update_fields=[*cleaned, "updated_at"])

@@ -25,7 +25,7 @@ SECRET = re.compile(r'id="webhook-secret" class="secret" readonly value="(whsec_
 
 
 def make_webhook(organization, url="https://127.0.0.1:8443/hooks", **values) -> Webhook:
-    webhook, secret = services.webhook_create(organization=organization, url=url, **values)
+    webhook, secret = services.webhook_create(organization=organization, data={"url": url, **values})
     ledger.add(secret)  # the run's secret scan looks for it in logs and files
     return webhook
 
@@ -161,7 +161,7 @@ def test_an_admin_sends_a_test_event(console_for, organization):
     delivery = WebhookDelivery.objects.get(webhook=webhook)
     assert response["Location"] == f"{HISTORY}{delivery.id}/"
     assert delivery.event_type == "webhook.test" and delivery.event.data == {"webhook_id": str(webhook.id)}
-    services.webhook_update(webhook=webhook, is_active=False)
+    services.webhook_update(webhook=webhook, data={"is_active": False})
     response = post_form(client, page_of(webhook), f"{page_of(webhook)}test", {})
     assert response.status_code == 409 and "The webhook is disabled" in response.content.decode()
     assert WebhookDelivery.objects.count() == 1

@@ -57,7 +57,9 @@ def showcase(owner):
     experiments.experiment_start(experiment=experiment)
     entries(organization, experiment, "control", CONTROL)
     entries(organization, experiment, "large", LARGE)
-    webhook, _ = webhooks.webhook_create(organization=organization, url="https://127.0.0.1:9/hooks/gateway")
+    webhook, _ = webhooks.webhook_create(
+        organization=organization, data={"url": "https://127.0.0.1:9/hooks/gateway"}
+    )
     connection = sso.sso_connection_create(
         organization=organization,
         name="Okta",

@@ -56,7 +56,9 @@ async def test_a_policy_block_arrives_as_a_signed_event_without_the_blocked_text
     team_key,
     receiver,
 ):
-    _, secret = await create_webhook(organization=organization, url=receiver.url(), events=["policy.blocked"])
+    _, secret = await create_webhook(
+        organization=organization, data={"url": receiver.url(), "events": ["policy.blocked"]}
+    )
     await create_policy(
         organization=organization, data={"name": "no secrets", "action": "block", "terms": ["project falcon"]}
     )
@@ -84,7 +86,7 @@ async def test_a_budget_threshold_arrives_as_a_signed_event(
     receiver,
 ):
     _, secret = await create_webhook(
-        organization=organization, url=receiver.url(), events=["budget.threshold_reached"]
+        organization=organization, data={"url": receiver.url(), "events": ["budget.threshold_reached"]}
     )
     # 1 % of a budget of 20 millionths of a dollar is crossed by the first request's cost.
     budget = {"amount_usd": Decimal("0.00002"), "period": "daily", "thresholds": [1]}
@@ -115,7 +117,9 @@ async def test_a_receiver_that_hangs_or_fails_never_delays_a_proxied_request(
         receiver.hang = True
     else:
         receiver.always = 500
-    await create_webhook(organization=organization, url=receiver.url(), events=["policy.blocked"])
+    await create_webhook(
+        organization=organization, data={"url": receiver.url(), "events": ["policy.blocked"]}
+    )
     await create_policy(
         organization=organization, data={"name": "no secrets", "action": "block", "terms": ["project falcon"]}
     )

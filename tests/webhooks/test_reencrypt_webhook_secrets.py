@@ -28,8 +28,12 @@ def encryption_keys(settings):
 
 def test_webhook_secrets_move_to_the_new_key_and_keep_signing(encryption_keys, organization):
     encryption_keys(OLD)
-    plain, plain_secret = services.webhook_create(organization=organization, url="https://127.0.0.1/a")
-    rolled, first_secret = services.webhook_create(organization=organization, url="https://127.0.0.1/b")
+    plain, plain_secret = services.webhook_create(
+        organization=organization, data={"url": "https://127.0.0.1/a"}
+    )
+    rolled, first_secret = services.webhook_create(
+        organization=organization, data={"url": "https://127.0.0.1/b"}
+    )
     rolled, second_secret = services.webhook_roll_secret(webhook=rolled)
     updated_at = dict(Webhook.objects.values_list("pk", "updated_at"))
     encryption_keys(NEW, OLD)

@@ -4,7 +4,7 @@ its event, retry (409 when the event was already delivered, an attempt is under 
 is disabled), test (sends ``webhook.test``) and the secret roll (the new secret shown once, the old
 one signing beside it for the overlap).
 
-Input is checked by the API's serializers and written through the API's services. A secret exists
+Input is written through the API's services, which check it (apps/webhooks/inputs.py). A secret exists
 in clear only in the answer that makes it: that answer is never cached and no other page, message
 or log holds it."""
 
@@ -19,18 +19,14 @@ from rest_framework.request import Request
 
 from apps.console.access import Console, console_view
 from apps.console.areas import Navigation
-from apps.console.forms import check, flat_errors, relative_link, service_errors
+from apps.console.forms import flat_errors, relative_link, service_errors
 from apps.core.errors import GatewayError
 from apps.events.models import EventType
 from apps.organizations.models import Role
 from apps.webhooks import selectors, services
-from apps.webhooks.api.serializers import (
-    EVENT_KINDS,
-    DeliveryQuerySerializer,
-    WebhookCreateSerializer,
-    WebhookUpdateSerializer,
-)
+from apps.webhooks.api.serializers import DeliveryQuerySerializer
 from apps.webhooks.api.views import DeliveryPagination
+from apps.webhooks.inputs import EVENT_KINDS
 from apps.webhooks.models import ALL_EVENTS, DeliveryStatus, Webhook, WebhookDelivery
 
 # Deliveries a webhook's page shows; the history has the rest.
@@ -84,19 +80,19 @@ def webhook_list(request, console: Console):
 def webhook_create(request, console: Console):
     errors: dict = {}
     if request.method == "POST":
-        data, errors = check(WebhookCreateSerializer, _webhook_input(request.POST))
-        if data is not None:
-            try:
-                webhook, secret = services.webhook_create(organization=console.organization, **data)
-            except GatewayError as error:
-                errors = service_errors(error)
-            else:
-                return render(
-                    request,
-                    "console/webhooks/secret.html",
-                    {"console": console, "webhook": webhook, "secret": secret, "rolled": False},
-                    status=201,
-                )
+        try:
+            webhook, secret = services.webhook_create(
+                organization=console.organization, data=_webhook_input(request.POST)
+            )
+        except GatewayError as error:
+            errors = service_errors(error)
+        else:
+            return render(
+                request,
+                "console/webhooks/secret.html",
+                {"console": console, "webhook": webhook, "secret": secret, "rolled": False},
+                status=201,
+            )
     return render(
         request,
         "console/webhooks/form.html",
@@ -133,15 +129,13 @@ def webhook_detail(request, console: Console, webhook_id):
 def webhook_update(request, console: Console, webhook_id):
     """Changes the url, events, description and active state; never the secret (roll it)."""
     webhook = _webhook(console, webhook_id)
-    data, errors = check(WebhookUpdateSerializer, _webhook_input(request.POST))
-    if data is not None:
-        try:
-            services.webhook_update(webhook=webhook, **data)
-        except GatewayError as error:
-            errors = service_errors(error)
-        else:
-            messages.success(request, "Saved the webhook.")
-            return redirect("console:webhook", webhook_id=webhook.id)
+    try:
+        services.webhook_update(webhook=webhook, data=_webhook_input(request.POST))
+    except GatewayError as error:
+        errors = service_errors(error)
+    else:
+        messages.success(request, "Saved the webhook.")
+        return redirect("console:webhook", webhook_id=webhook.id)
     return _detail(request, console, _webhook(console, webhook_id), errors=errors, form=request.POST)
 
 

@@ -1,43 +1,8 @@
-from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from apps.core.api.fields import StrictBooleanField, StrictCharField
 from apps.events.models import EventType
-from apps.webhooks.addresses import URL_LENGTH
-from apps.webhooks.models import ALL_EVENTS, DeliveryStatus, Webhook, WebhookDelivery
-from apps.webhooks.services import DESCRIPTION_LENGTH
-
-EVENT_KINDS = [ALL_EVENTS, *EventType.values]
-
-
-@extend_schema_field(
-    {
-        "type": "string",
-        "format": "uri",
-        "pattern": "^https://",
-        "minLength": 9,
-        "maxLength": URL_LENGTH,
-        "description": "An https:// URL with a host and no credentials or fragment. A host that does not "
-        "resolve, or resolves to a refused address (link-local and metadata always, private and loopback "
-        "unless GATEWAY_ALLOW_PRIVATE_WEBHOOKS), is a 400 webhook_address_refused.",
-    }
-)
-class WebhookUrlField(StrictCharField):
-    def __init__(self, **kwargs):
-        kwargs.setdefault("max_length", URL_LENGTH)
-        kwargs.setdefault("trim_whitespace", False)  # " https://..." is not a URL, and not quietly one
-        super().__init__(**kwargs)
-
-
-def events_field(**kwargs) -> serializers.ListField:
-    return serializers.ListField(
-        child=serializers.ChoiceField(choices=EVENT_KINDS),
-        allow_empty=False,
-        min_length=1,  # the schema's minItems
-        max_length=50,
-        help_text='Event kinds to receive; ["*"] for every kind.',
-        **kwargs,
-    )
+from apps.webhooks.inputs import EVENT_KINDS, WebhookInputSerializer
+from apps.webhooks.models import DeliveryStatus, Webhook, WebhookDelivery
 
 
 class WebhookSerializer(serializers.ModelSerializer):
@@ -75,20 +40,12 @@ class WebhookWithSecretSerializer(WebhookSerializer):
         read_only_fields = fields
 
 
-class WebhookCreateSerializer(serializers.Serializer):
-    url = WebhookUrlField()
-    events = events_field(required=False)
-    description = StrictCharField(max_length=DESCRIPTION_LENGTH, required=False, allow_blank=True)
-    is_active = StrictBooleanField(required=False)
+class WebhookCreateSerializer(WebhookInputSerializer):
+    pass
 
 
-class WebhookUpdateSerializer(serializers.Serializer):
+class WebhookUpdateSerializer(WebhookInputSerializer):
     """A PATCH: only the fields it names change. The secret changes through roll-secret."""
-
-    url = WebhookUrlField(required=False)
-    events = events_field(required=False)
-    description = StrictCharField(max_length=DESCRIPTION_LENGTH, required=False, allow_blank=True)
-    is_active = StrictBooleanField(required=False)
 
 
 class DeliverySerializer(serializers.ModelSerializer):

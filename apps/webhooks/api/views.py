@@ -36,17 +36,13 @@ class WebhookViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Organizat
 
     @extend_schema(request=WebhookCreateSerializer, responses={201: WebhookWithSecretSerializer})
     def create(self, request):
-        serializer = WebhookCreateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        webhook, secret = services.webhook_create(organization=self.organization, **serializer.validated_data)
+        webhook, secret = services.webhook_create(organization=self.organization, data=request.data)
         return Response(_with_secret(webhook, secret), status=status.HTTP_201_CREATED)
 
     @extend_schema(request=WebhookUpdateSerializer, responses={200: WebhookSerializer})
     def partial_update(self, request, pk=None):
         webhook = self.get_object()
-        serializer = WebhookUpdateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        services.webhook_update(webhook=webhook, **serializer.validated_data)
+        services.webhook_update(webhook=webhook, data=request.data)
         return Response(WebhookSerializer(webhook).data)
 
     @extend_schema(responses={204: None})

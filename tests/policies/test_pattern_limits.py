@@ -173,18 +173,18 @@ def test_an_organization_has_at_most_its_bound_of_active_policies(session_client
 
 @pytest.mark.django_db
 def test_an_organizations_active_policies_compile_within_its_bound_together(session_client, outsider):
-    """Each list compiles in about 24 ms into 270 KB, well inside one policy's limits: together they
-    reach the organization's 250 ms, and the next one is refused naming its field and the totals.
-    Another organization's policies count for their organization only."""
+    """Each list compiles in about 10 ms into 110 KB (twice that on a busy machine), well inside one
+    policy's 50 ms: together they reach the organization's 250 ms, and the next one is refused naming
+    its field and the totals. Another organization's policies count for their organization only."""
     from apps.policies.services import policy_create
 
     policy_create(
         organization=outsider.organization,
-        data={"name": "theirs", "action": "flag", "terms": _words(200, 40)},
+        data={"name": "theirs", "action": "flag", "terms": _words(80, 40)},
     )
     refused = None
-    for index in range(40):
-        body = {"name": f"p{index}", "action": "flag", "terms": _words(200, 40, seed=index)}
+    for index in range(45):  # at most 50 may be active
+        body = {"name": f"p{index}", "action": "flag", "terms": _words(80, 40, seed=index)}
         response = session_client.post(URL, body, format="json")
         if response.status_code != 201:
             refused = response
@@ -194,7 +194,7 @@ def test_an_organizations_active_policies_compile_within_its_bound_together(sess
     message = refused.json()["error"]["fields"]["terms"][0]
     assert f"{ORGANIZATION_COMPILE_SECONDS * 1000:.0f} ms" in message and "The others take" in message
     mine = Policy.objects.exclude(name="theirs")
-    assert 2 <= mine.count() < 40
+    assert 2 <= mine.count() < 45
     assert sum(mine.values_list("compile_micros", flat=True)) <= ORGANIZATION_COMPILE_SECONDS * 1_000_000
 
 

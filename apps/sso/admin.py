@@ -1,16 +1,21 @@
 from django import forms
 from django.contrib import admin, messages
 
-from apps.core.admin_mixins import ServiceAdmin
+from apps.core.admin_mixins import ServiceAdmin, service_errors_on
 from apps.core.errors import GatewayError
 
 from . import services
+from .inputs import PROTOCOL_FIELDS
 from .models import Protocol, SsoConnection, SsoDomain
-from .validation import clean_domains, clean_issuer
+
+# The writable fields besides those of a protocol, as the services take them (inputs.py), which
+# check them.
+FIELDS = ("name", "protocol", "allowed_domains", "default_role", "is_active", "require_sso")
+ALL_PROTOCOL_FIELDS = (*PROTOCOL_FIELDS[Protocol.OIDC], *PROTOCOL_FIELDS[Protocol.SAML])
 
 
 class DomainsField(forms.CharField):
-    """Domains separated by commas or spaces."""
+    """Domains separated by commas or spaces; the services check them."""
 
     def prepare_value(self, value):
         return ", ".join(value) if isinstance(value, list | tuple) else value
@@ -18,36 +23,20 @@ class DomainsField(forms.CharField):
     def to_python(self, value) -> list[str]:
         return super().to_python(value).replace(",", " ").split()
 
-    def validate(self, value: list[str]) -> None:
-        try:
-            clean_domains(value)
-        except ValueError as error:
-            raise forms.ValidationError(str(error)) from None
-
-    def clean(self, value) -> list[str]:
-        return clean_domains(super().clean(value))
-
     def has_changed(self, initial, data) -> bool:
-        try:
-            return sorted(initial or ()) != clean_domains(self.to_python(data))
-        except ValueError:
-            return True
+        return sorted(initial or ()) != sorted({domain.lower() for domain in self.to_python(data)})
 
 
 class SsoConnectionForm(forms.ModelForm):
     client_secret = forms.CharField(
         widget=forms.PasswordInput(render_value=False),
         required=False,
-        min_length=services.SECRET_MIN_LENGTH,
-        max_length=services.SECRET_MAX_LENGTH,
         help_text="Leave empty to keep the current one.",
     )
-    issuer = forms.CharField(
-        max_length=500, required=False, help_text="OpenID Connect: https URL without query or fragment."
-    )
-    client_id = forms.CharField(max_length=500, required=False, help_text="OpenID Connect.")
-    idp_entity_id = forms.CharField(max_length=1024, required=False, help_text="SAML 2.0.")
-    idp_sso_url = forms.CharField(max_length=1000, required=False, help_text="SAML 2.0: https URL.")
+    issuer = forms.CharField(required=False, help_text="OpenID Connect: https URL without query or fragment.")
+    client_id = forms.CharField(required=False, help_text="OpenID Connect.")
+    idp_entity_id = forms.CharField(required=False, help_text="SAML 2.0.")
+    idp_sso_url = forms.CharField(required=False, help_text="SAML 2.0: https URL.")
     idp_certificate = forms.CharField(
         widget=forms.Textarea, required=False, help_text="SAML 2.0: PEM or its base64 body."
     )
@@ -70,20 +59,37 @@ class SsoConnectionForm(forms.ModelForm):
             "require_sso",
         )
 
-    def clean_issuer(self) -> str:
-        if not self.cleaned_data["issuer"]:
-            return ""
-        try:
-            return clean_issuer(self.cleaned_data["issuer"])
-        except ValueError as error:
-            raise forms.ValidationError(str(error)) from None
-
     def clean(self):
         cleaned = super().clean()
-        saml = cleaned.get("protocol") == Protocol.SAML
-        if self.instance._state.adding and not saml and not cleaned.get("client_secret"):
-            self.add_error("client_secret", "A new connection needs its client secret.")
+        # The service's rules (the fields of one protocol, an issuer whose address is allowed, ...),
+        # shown on the form's fields before the save asks the service again: the values typed, or on
+        # a change those changed.
+        data = service_input(cleaned, creating=self.instance._state.adding, changed=self.changed_data)
+        # A domain's refusal names its place in the list (allowed_domains[1]): shown on the field.
+        domains = {
+            f"allowed_domains[{index}]": "allowed_domains"
+            for index in range(len(data.get("allowed_domains", ())))
+        }
+        with service_errors_on(self, aliases=domains):
+            services.sso_connection_check(data=data, partial=not self.instance._state.adding)
         return cleaned
+
+
+def service_input(cleaned: dict, *, creating: bool, changed) -> dict:
+    """The form's values as the services take them (inputs.py): a new connection's fields and those of
+    its protocol filled in, or a change's changed fields; the secret when one was typed."""
+    if creating:
+        data = {name: cleaned[name] for name in FIELDS if name in cleaned}
+        for name in PROTOCOL_FIELDS.get(cleaned.get("protocol"), ()):
+            if cleaned.get(name):
+                data[name] = cleaned[name]
+        return data
+    names = (*FIELDS, *ALL_PROTOCOL_FIELDS)
+    data = {name: cleaned[name] for name in changed if name in names and name in cleaned}
+    data.pop("client_secret", None)
+    if cleaned.get("client_secret"):
+        data["client_secret"] = cleaned["client_secret"]
+    return data
 
 
 @admin.register(SsoConnection)
@@ -106,18 +112,14 @@ class SsoConnectionAdmin(ServiceAdmin):
         return self.readonly_fields
 
     def service_create(self, request, form) -> SsoConnection:
-        fields = {name: form.cleaned_data[name] for name in SsoConnectionForm.Meta.fields}
-        fields["client_secret"] = form.cleaned_data["client_secret"]
-        # The services take the fields of the connection's protocol only.
-        for protocol, names in services.PROTOCOL_FIELDS.items():
-            if protocol != fields["protocol"]:
-                for name in names:
-                    fields.pop(name, None)
-        return services.sso_connection_create(**fields)
+        return services.sso_connection_create(
+            organization=form.cleaned_data["organization"],
+            data=service_input(form.cleaned_data, creating=True, changed=form.changed_data),
+        )
 
     def service_update(self, request, obj: SsoConnection, form, changes: dict) -> None:
         services.sso_connection_update(
-            connection=obj, client_secret=form.cleaned_data.get("client_secret") or None, **changes
+            connection=obj, data=service_input(form.cleaned_data, creating=False, changed=form.changed_data)
         )
 
     def service_delete(self, request, obj: SsoConnection) -> None:

@@ -1,97 +1,53 @@
 """Writes of SSO connections. Nothing on the proxy's path reads them, so unlike the routing
-configuration they do not bump the organization's configuration generation."""
+configuration they do not bump the organization's configuration generation. A connection's input is
+checked here (``sso_connection_check``: its types and shapes parsed by inputs.py, then the issuer's
+address), for the API, the admin and the console alike."""
 
 import secrets
+from collections.abc import Mapping
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.accounts.models import User
 from apps.accounts.services import account_reclaim
+from apps.core.api.serializers import validated
 from apps.core.errors import InvalidRequest
 from apps.organizations.models import Membership, Organization, Plan
 
 from . import dns
 from .addresses import check_issuer
 from .errors import DnsUnavailable, DomainNotProved, DomainTaken, PlanRequired, SignInRefused
+from .inputs import PROTOCOL_FIELDS, SsoConnectionInputSerializer
 from .models import DomainVerification, MemberRole, Protocol, SsoConnection, SsoDomain, SsoDomainClaim
-from .validation import clean_certificate, clean_domains, clean_entity_id, clean_issuer, clean_sso_url
 
-SECRET_MIN_LENGTH = 8
-SECRET_MAX_LENGTH = 4096
 PLAN_MESSAGE = "Single sign-on needs the growth or enterprise plan."
-# The fields each protocol needs; a connection has those of its protocol only.
-PROTOCOL_FIELDS = {
-    Protocol.OIDC: ("issuer", "client_id", "client_secret"),
-    Protocol.SAML: ("idp_entity_id", "idp_sso_url", "idp_certificate"),
-}
 
 
-def _text(value, *, max_length: int, min_length: int = 1) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError("A non-empty string.")
-    if not min_length <= len(value) <= max_length:
-        raise ValueError(f"Between {min_length} and {max_length} characters.")
-    return value
+def sso_connection_check(*, data: Mapping, partial: bool = False) -> dict:
+    """``data`` (the API's body, inputs.py ``SsoConnectionInputSerializer``: the fields of one
+    protocol, all of them for a new connection; ``partial``: a PATCH's, only the fields it names) as
+    a connection stores it: the issuer's address allowed (its own 400, sso_address_refused), the
+    domains lowercased, sorted and each once. The admin's form runs it before saving, so its page
+    shows a refusal on its field."""
+    values = dict(validated(SsoConnectionInputSerializer, data, partial=partial))
+    if "issuer" in values:
+        values["issuer"] = check_issuer(values["issuer"])
+    if "allowed_domains" in values:
+        values["allowed_domains"] = sorted(set(values["allowed_domains"]))
+    return values
 
 
-def _clean(values: dict) -> dict:
-    """Checks and normalizes the fields in ``values``; a refusal is a 400 naming every bad field
-    (and never a secret's value)."""
-    rules = {
-        "name": lambda v: _text(v, max_length=200).strip(),
-        "protocol": lambda v: Protocol(v).value,
-        # A refused address is its own 400 (sso_address_refused), raised from here.
-        "issuer": lambda v: check_issuer(clean_issuer(_text(v, max_length=500))),
-        "client_id": lambda v: _text(v, max_length=500).strip(),
-        "client_secret": lambda v: _text(v, min_length=SECRET_MIN_LENGTH, max_length=SECRET_MAX_LENGTH),
-        "allowed_domains": lambda v: clean_domains(_strings(v)),
-        "idp_entity_id": lambda v: clean_entity_id(_text(v, max_length=1024)),
-        "idp_sso_url": lambda v: clean_sso_url(_text(v, max_length=1000)),
-        "idp_certificate": lambda v: clean_certificate(_text(v, max_length=16384)),
-        "default_role": lambda v: MemberRole(v).value,
-        "is_active": _boolean,
-        "require_sso": _boolean,
-    }
-    cleaned, errors = {}, {}
-    for field, value in values.items():
-        if field not in rules:
-            raise TypeError(f"SsoConnection has no field {field!r}")
-        try:
-            cleaned[field] = rules[field](value)
-        except ValueError as error:
-            errors[field] = [str(error) if field != "client_secret" else _secret_message()]
-    if errors:
-        raise InvalidRequest("Invalid input.", code="validation_error", fields=errors)
-    return cleaned
-
-
-def _strings(value) -> list[str]:
-    if not isinstance(value, list | tuple) or not all(isinstance(item, str) for item in value):
-        raise ValueError("A list of domain names.")
-    return list(value)
-
-
-def _boolean(value) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError("true or false.")
-    return value
-
-
-def _secret_message() -> str:
-    return f"The client secret is a string of {SECRET_MIN_LENGTH} to {SECRET_MAX_LENGTH} characters."
-
-
-def _check_protocol_fields(protocol: str, given: set[str], *, creating: bool) -> None:
-    """A connection takes the fields of its protocol, and when created needs all of them."""
+def _check_protocol_fields(protocol: str, given: set[str]) -> None:
+    """A change takes the fields of the stored connection's protocol only."""
     label = Protocol(protocol).label
-    errors = {}
-    for other, fields in PROTOCOL_FIELDS.items():
-        for field in fields:
-            if other != protocol and field in given:
-                errors[field] = [f"Not a field of a {label} connection."]
-            elif other == protocol and creating and field not in given:
-                errors[field] = [f"Required for a {label} connection."]
+    errors = {
+        field: [f"Not a field of a {label} connection."]
+        for other, fields in PROTOCOL_FIELDS.items()
+        if other != protocol
+        for field in fields
+        if field in given
+    }
     if errors:
         raise InvalidRequest("Invalid input.", code="validation_error", fields=errors)
 
@@ -166,44 +122,19 @@ def _taken(domains: list[str]) -> DomainTaken:
 
 
 @transaction.atomic
-def sso_connection_create(
-    *,
-    organization: Organization,
-    name: str,
-    allowed_domains: list[str],
-    protocol: str = Protocol.OIDC,
-    issuer: str | None = None,
-    client_id: str | None = None,
-    client_secret: str | None = None,
-    idp_entity_id: str | None = None,
-    idp_sso_url: str | None = None,
-    idp_certificate: str | None = None,
-    default_role: str = MemberRole.MEMBER,
-    is_active: bool = True,
-    require_sso: bool = False,
-) -> SsoConnection:
+def sso_connection_create(*, organization: Organization, data: Mapping) -> SsoConnection:
+    """A new connection from ``data`` (the API's body, ``sso_connection_check``): OpenID Connect
+    unless ``protocol`` says saml, its members added as ``member`` unless ``default_role`` says
+    otherwise, active unless ``is_active`` is false. Needs a paid plan."""
+    checked = sso_connection_check(data=data)
     _require_plan(organization)
-    protocol_values = {
-        "issuer": issuer,
-        "client_id": client_id,
-        "client_secret": client_secret,
-        "idp_entity_id": idp_entity_id,
-        "idp_sso_url": idp_sso_url,
-        "idp_certificate": idp_certificate,
+    fields = {
+        "protocol": Protocol.OIDC.value,
+        "default_role": MemberRole.MEMBER.value,
+        "is_active": True,
+        "require_sso": False,
+        **checked,
     }
-    protocol_values = {field: value for field, value in protocol_values.items() if value is not None}
-    fields = _clean(
-        {
-            "name": name,
-            "protocol": protocol,
-            **protocol_values,
-            "allowed_domains": allowed_domains,
-            "default_role": default_role,
-            "is_active": is_active,
-            "require_sso": require_sso,
-        }
-    )
-    _check_protocol_fields(fields["protocol"], set(protocol_values), creating=True)
     secret = fields.pop("client_secret", None)
     connection = SsoConnection(organization=organization, **fields)
     _check_require_sso(connection)
@@ -215,24 +146,21 @@ def sso_connection_create(
 
 
 @transaction.atomic
-def sso_connection_update(
-    *, connection: SsoConnection, client_secret: str | None = None, **changes
-) -> SsoConnection:
-    """Applies ``changes``; the secret is replaced only when one is given. Activating needs a paid
-    plan; deactivating also turns ``require_sso`` off unless the change says otherwise (then 400)."""
+def sso_connection_update(*, connection: SsoConnection, data: Mapping) -> SsoConnection:
+    """Applies ``data`` (any of the fields, as the API's PATCH body has them; those of the stored
+    connection's protocol only); the secret is replaced only when one is given. Activating needs a
+    paid plan; deactivating also turns ``require_sso`` off unless the change says otherwise (then
+    400)."""
     connection = (
         SsoConnection.objects.select_for_update(of=("self",))
         .select_related("organization")
         .get(pk=connection.pk)
     )
-    values = dict(changes)
-    if client_secret is not None:
-        values["client_secret"] = client_secret
-    fields = _clean(values)
+    fields = sso_connection_check(data=data, partial=True)
     if fields.pop("protocol", connection.protocol) != connection.protocol:
         message = "A connection's protocol cannot change: add a new connection."
         raise InvalidRequest(message, code="validation_error", fields={"protocol": [message]})
-    _check_protocol_fields(connection.protocol, set(fields), creating=False)
+    _check_protocol_fields(connection.protocol, set(fields))
     if fields.get("is_active") and not connection.is_active:
         _require_plan(connection.organization)
     if fields.get("is_active") is False and "require_sso" not in fields:

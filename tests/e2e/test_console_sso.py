@@ -40,12 +40,14 @@ def gateway(django_db_setup, static_root, tmp_path_factory, identity_provider) -
 def connection(organization, identity_provider):
     connection = sso.sso_connection_create(
         organization=organization,
-        name="Acme IdP",
-        issuer=identity_provider.issuer,
-        client_id="gateway-e2e",
-        client_secret=CLIENT_SECRET,
-        allowed_domains=["acme.test"],
-        default_role="admin",
+        data=dict(
+            name="Acme IdP",
+            issuer=identity_provider.issuer,
+            client_id="gateway-e2e",
+            client_secret=CLIENT_SECRET,
+            allowed_domains=["acme.test"],
+            default_role="admin",
+        ),
     )
     prove_domains(connection)  # routes nobody before it is proved (an operator's approval here)
     return connection

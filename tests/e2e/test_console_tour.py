@@ -62,11 +62,13 @@ def showcase(owner):
     )
     connection = sso.sso_connection_create(
         organization=organization,
-        name="Okta",
-        issuer="https://acme.okta.com/oauth2/default",
-        client_id="0oa1b2c3",
-        client_secret="an-okta-client-secret",
-        allowed_domains=["acme.com"],
+        data=dict(
+            name="Okta",
+            issuer="https://acme.okta.com/oauth2/default",
+            client_id="0oa1b2c3",
+            client_secret="an-okta-client-secret",
+            allowed_domains=["acme.com"],
+        ),
     )
     now = timezone.now()
     chosen = random.Random(7)

@@ -21,11 +21,13 @@ def connect(organization, provider, *, proved: bool = True, **fields) -> SsoConn
     fields.setdefault("allowed_domains", ["acme.test"])
     connection = services.sso_connection_create(
         organization=organization,
-        name=fields.pop("name", "Acme identity provider"),
-        issuer=provider.issuer,
-        client_id=provider.client_id,
-        client_secret=provider.client_secret,
-        **fields,
+        data=dict(
+            name=fields.pop("name", "Acme identity provider"),
+            issuer=provider.issuer,
+            client_id=provider.client_id,
+            client_secret=provider.client_secret,
+            **fields,
+        ),
     )
     if proved:
         prove_domains(connection)

@@ -57,11 +57,13 @@ def test_the_admin_console_keeps_the_secret_unless_a_new_one_is_given(admin_brow
     secret = new_secret()
     connection = services.sso_connection_create(
         organization=organization,
-        name="Okta",
-        issuer="https://login.example.com",
-        client_id="client-1",
-        client_secret=secret,
-        allowed_domains=["example.com"],
+        data=dict(
+            name="Okta",
+            issuer="https://login.example.com",
+            client_id="client-1",
+            client_secret=secret,
+            allowed_domains=["example.com"],
+        ),
     )
     page = admin_post(admin_browser, change_url(connection), name="Renamed")
     assert page.status_code == 302, form_errors(page)
@@ -100,8 +102,10 @@ def test_the_service_refuses_a_domain_another_organization_proved(organization, 
         "allowed_domains": ["example.com"],
     }
     theirs = services.sso_connection_create(
-        organization=outsider.organization, client_secret=new_secret(), **fields
+        organization=outsider.organization, data={**fields, "client_secret": new_secret()}
     )
     prove_domains(theirs)
     with pytest.raises(services.DomainTaken):
-        services.sso_connection_create(organization=organization, client_secret=new_secret(), **fields)
+        services.sso_connection_create(
+            organization=organization, data={**fields, "client_secret": new_secret()}
+        )

@@ -21,11 +21,13 @@ def make_connection(organization, **fields) -> SsoConnection:
     fields.setdefault("allowed_domains", ["acme.test"])
     return services.sso_connection_create(
         organization=organization,
-        name=fields.pop("name", "Okta"),
-        issuer="https://login.acme.test/oauth2/default",
-        client_id="0oa-client",
-        client_secret=fields.pop("client_secret", new_secret()),
-        **fields,
+        data=dict(
+            name=fields.pop("name", "Okta"),
+            issuer="https://login.acme.test/oauth2/default",
+            client_id="0oa-client",
+            client_secret=fields.pop("client_secret", new_secret()),
+            **fields,
+        ),
     )
 
 

@@ -58,12 +58,14 @@ def member_of(organization, email: str, role: str = "member"):
 def require_sso(organization, *, domains=("acme.test",), required=True, proved=True):
     connection = services.sso_connection_create(
         organization=organization,
-        name="Acme IdP",
-        issuer="https://login.acme.test",
-        client_id="gateway",
-        client_secret="a-client-secret-for-require-sso",
-        allowed_domains=list(domains),
-        require_sso=required,
+        data=dict(
+            name="Acme IdP",
+            issuer="https://login.acme.test",
+            client_id="gateway",
+            client_secret="a-client-secret-for-require-sso",
+            allowed_domains=list(domains),
+            require_sso=required,
+        ),
     )
     if proved:
         prove_domains(connection)
@@ -254,7 +256,7 @@ def test_password_sign_in_works_again_when_require_sso_is_off(acme):
     member = member_of(acme, "bob@acme.test")
     connection = require_sso(acme)
     assert password_sign_in(browser(), member.user.email, PASSWORD).status_code == 200
-    services.sso_connection_update(connection=connection, require_sso=False)
+    services.sso_connection_update(connection=connection, data={"require_sso": False})
     assert password_sign_in(browser(), member.user.email, PASSWORD)["Location"] == "/console/"
 
 

@@ -57,7 +57,7 @@ def saml_body(**fields) -> dict:
 
 
 def make(organization, **fields) -> SsoConnection:
-    return services.sso_connection_create(organization=organization, **saml_body(**fields))
+    return services.sso_connection_create(organization=organization, data=saml_body(**fields))
 
 
 def test_an_owner_creates_reads_changes_and_deletes_a_saml_connection(session_client):

@@ -47,13 +47,15 @@ def acme(idp):
     MembershipFactory(organization=organization, role="owner")
     connection = services.sso_connection_create(
         organization=organization,
-        name="Acme SAML",
-        protocol="saml",
-        idp_entity_id=idp.entity_id,
-        idp_sso_url=idp.sso_url,
-        idp_certificate=idp.certificate,
-        allowed_domains=["acme.test"],
-        default_role="admin",
+        data=dict(
+            name="Acme SAML",
+            protocol="saml",
+            idp_entity_id=idp.entity_id,
+            idp_sso_url=idp.sso_url,
+            idp_certificate=idp.certificate,
+            allowed_domains=["acme.test"],
+            default_role="admin",
+        ),
     )
     prove_domains(connection)
     return connection
@@ -252,12 +254,14 @@ def test_another_connections_response_is_refused(api_client, acme, idp):
     posted = at_idp(idp, initiate(api_client, email="alice@acme.test"))
     other = services.sso_connection_create(
         organization=OrganizationFactory(plan="enterprise"),
-        name="Other",
-        protocol="saml",
-        idp_entity_id=idp.entity_id,
-        idp_sso_url=idp.sso_url,
-        idp_certificate=idp.certificate,
-        allowed_domains=["other.test"],
+        data=dict(
+            name="Other",
+            protocol="saml",
+            idp_entity_id=idp.entity_id,
+            idp_sso_url=idp.sso_url,
+            idp_certificate=idp.certificate,
+            allowed_domains=["other.test"],
+        ),
     )
     posted["action"] = posted["action"].replace(str(acme.id), str(other.id))
     client = browser()
@@ -286,7 +290,7 @@ def test_the_service_providers_metadata_names_the_entity_id_and_acs(acme):
 
 
 def test_an_inactive_or_unknown_connections_urls_answer_404(acme):
-    services.sso_connection_update(connection=acme, is_active=False)
+    services.sso_connection_update(connection=acme, data={"is_active": False})
     assert browser().get(f"/console/auth/sso/saml/{acme.id}/metadata/").status_code == 404
     client = browser()
     response = client.post(f"/console/auth/sso/saml/{acme.id}/acs/", {"SAMLResponse": "x"})

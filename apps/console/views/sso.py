@@ -2,7 +2,7 @@
 (docs/sso.md).
 
 Owners only, for every page, reading included (admins and members get 403, on the server), as in the
-API. Forms are checked by the API's serializer and written through its services, so the plan rule
+API. Forms are written through the API's services, which check them (apps/sso/inputs.py), so the plan rule
 (403 plan_required on the free plan) and the domain claims (409 sso_domain_taken) hold here too and
 are shown on the form. The client secret is write-only: never put back in a page, not even in a
 form shown again after an error; only its last four characters are shown.
@@ -16,11 +16,10 @@ from django.urls import path, reverse
 
 from apps.console.access import Console, console_view
 from apps.console.areas import Navigation
-from apps.console.forms import check, flag, labels, service_errors, text
+from apps.console.forms import flag, labels, service_errors, text
 from apps.core.errors import GatewayError
 from apps.organizations.models import Plan, Role
 from apps.sso import dns, selectors, services
-from apps.sso.api.serializers import SsoConnectionWriteSerializer
 from apps.sso.models import MemberRole, Protocol, SsoConnection
 from apps.sso.saml import sp_urls
 from apps.sso.validation import certificate_summary
@@ -128,21 +127,20 @@ def sso_connection_create(request, console: Console):
     errors: dict = {}
     status = 200
     if request.method == "POST":
-        data, errors = check(SsoConnectionWriteSerializer, _input(request.POST, protocol=None))
-        status = 400
-        if data is not None:
-            try:
-                connection = services.sso_connection_create(organization=console.organization, **data)
-            except GatewayError as error:
-                errors, status = service_errors(error), error.status
-            else:
-                what = "ACS URL" if connection.protocol == Protocol.SAML else "redirect URI"
-                messages.success(
-                    request,
-                    f"Added {connection.name}. Register {callback_url(request, connection)} as its {what} "
-                    "at the identity provider.",
-                )
-                return redirect("console:sso-connection", connection_id=connection.id)
+        try:
+            connection = services.sso_connection_create(
+                organization=console.organization, data=_input(request.POST, protocol=None)
+            )
+        except GatewayError as error:
+            errors, status = service_errors(error), error.status
+        else:
+            what = "ACS URL" if connection.protocol == Protocol.SAML else "redirect URI"
+            messages.success(
+                request,
+                f"Added {connection.name}. Register {callback_url(request, connection)} as its {what} "
+                "at the identity provider.",
+            )
+            return redirect("console:sso-connection", connection_id=connection.id)
     return render(
         request,
         "console/sso/form.html",
@@ -178,18 +176,15 @@ def sso_connection_detail(request, console: Console, connection_id):
 @console_view(role=Role.OWNER, methods=("POST",))
 def sso_connection_update(request, console: Console, connection_id):
     connection = _connection(console, connection_id)
-    data, errors = check(
-        SsoConnectionWriteSerializer, _input(request.POST, protocol=connection.protocol), partial=True
-    )
-    status = 400
-    if data is not None:
-        try:
-            services.sso_connection_update(connection=connection, **data)
-        except GatewayError as error:
-            errors, status = service_errors(error), error.status
-        else:
-            messages.success(request, f"Saved {connection.name}.")
-            return redirect("console:sso-connection", connection_id=connection.id)
+    try:
+        services.sso_connection_update(
+            connection=connection, data=_input(request.POST, protocol=connection.protocol)
+        )
+    except GatewayError as error:
+        errors, status = service_errors(error), error.status
+    else:
+        messages.success(request, f"Saved {connection.name}.")
+        return redirect("console:sso-connection", connection_id=connection.id)
     connection.refresh_from_db()
     return _detail(
         request, console, connection, errors=errors, form=_without_secret(request.POST), status=status

@@ -35,19 +35,13 @@ class SsoConnectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Org
 
     @extend_schema(request=SsoConnectionWriteSerializer, responses={201: SsoConnectionSerializer})
     def create(self, request):
-        serializer = SsoConnectionWriteSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        connection = services.sso_connection_create(
-            organization=self.organization, **serializer.validated_data
-        )
+        connection = services.sso_connection_create(organization=self.organization, data=request.data)
         return Response(SsoConnectionSerializer(connection).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=SsoConnectionWriteSerializer, responses={200: SsoConnectionSerializer})
     def partial_update(self, request, pk=None):
         connection = self.get_object()
-        serializer = SsoConnectionWriteSerializer(data=request.data, partial=True)
-        serializer.is_valid(raise_exception=True)
-        connection = services.sso_connection_update(connection=connection, **serializer.validated_data)
+        connection = services.sso_connection_update(connection=connection, data=request.data)
         return Response(SsoConnectionSerializer(connection).data)
 
     @extend_schema(responses={204: None})

@@ -2,7 +2,7 @@ from django import forms
 from django.contrib import admin
 from django.template.response import TemplateResponse
 
-from apps.core.admin_mixins import ServiceAdmin, service_errors_on
+from apps.core.admin_mixins import ReadOnlyAdmin, ServiceAdmin, service_errors_on
 from apps.events.models import EventType
 
 from . import services
@@ -80,7 +80,7 @@ class WebhookAdmin(ServiceAdmin):
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(admin.ModelAdmin):
+class WebhookDeliveryAdmin(ReadOnlyAdmin):
     """The delivery history, read-only: attempts are made by the gateway alone."""
 
     list_display = (
@@ -111,12 +111,3 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
         "next_attempt_at",
     )
     readonly_fields = fields
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False

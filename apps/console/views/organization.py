@@ -31,7 +31,6 @@ from apps.console.forms import (
 from apps.core.errors import GatewayError, InvalidRequest
 from apps.limits.api.serializers import attached_limits, nested_under
 from apps.limits.models import BudgetPeriod, Scope
-from apps.limits.services import UNSET
 from apps.limits.usage import usage_of
 from apps.organization_settings import services as settings_services
 from apps.organization_settings.api.serializers import OrganizationSerializer
@@ -113,17 +112,10 @@ def organization_settings_update(request, console: Console):
         return _settings_page(
             request, console, errors=flat_errors(serializer.errors), form=request.POST, status=400
         )
-    changes = dict(serializer.validated_data)
-    budget, rate_limits = changes.pop("budget", UNSET), changes.pop("rate_limits", UNSET)
-    default_price = changes.pop("default_price", UNSET)
     try:
         try:
             settings_services.organization_settings_update(
-                organization=organization,
-                budget=budget,
-                rate_limits=rate_limits,
-                default_price=default_price,
-                **changes,
+                organization=organization, **serializer.validated_data
             )
         except InvalidRequest as error:
             raise nested_under("settings", error) from error

@@ -7,7 +7,6 @@ from rest_framework.response import Response
 
 from apps.core.errors import InvalidRequest
 from apps.limits.api.serializers import nested_under
-from apps.limits.services import UNSET
 from apps.organization_settings import services
 from apps.organizations.models import Organization
 from apps.organizations.tenancy import OrganizationScopedMixin
@@ -34,17 +33,9 @@ class CurrentOrganizationView(OrganizationScopedMixin, generics.GenericAPIView):
         organization = self.get_object()
         serializer = self.get_serializer(organization, data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
-        changes = dict(serializer.validated_data)
-        budget, rate_limits = changes.pop("budget", UNSET), changes.pop("rate_limits", UNSET)
-        default_price = changes.pop("default_price", UNSET)
         try:
-            services.organization_settings_update(
-                organization=organization,
-                budget=budget,
-                rate_limits=rate_limits,
-                default_price=default_price,
-                **changes,
-            )
+            # budget, rate_limits and default_price are the service's own parameters; absent, UNSET.
+            services.organization_settings_update(organization=organization, **serializer.validated_data)
         except InvalidRequest as error:
             raise nested_under("settings", error) from error
         return Response(self.get_serializer(self.get_object()).data)  # read again: the limits changed

@@ -60,6 +60,47 @@ ROUTES: dict[str, dict[str, Route]] = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class ResourceRoute:
+    """Paths that name one resource after a prefix (``/v1/models/{model}``): the name is the rest
+    of the path; the audit log keeps the ``template``, so its endpoints stay a short list."""
+
+    prefix: str
+    template: str
+    methods: dict[str, Route]
+
+
+RESOURCE_ROUTES: tuple[ResourceRoute, ...] = (
+    # A model id may hold a slash (provider/model names do), so the rest of the path is the id.
+    ResourceRoute(
+        "/v1/models/",
+        "/v1/models/{model}",
+        {"GET": Route(endpoints.model, frozenset({"proxy:llm", "proxy:models"}))},
+    ),
+)
+
+# Paths of OpenAI's API the gateway does not serve, each with what to call instead.
+NOT_SERVED = {
+    "/v1/completions": (
+        "The legacy completions API (POST /v1/completions) is not served: send the prompt as a user "
+        "message to POST /v1/chat/completions."
+    ),
+}
+
+
+def find_route(method: str, path: str) -> tuple[dict[str, Route], str, str | None]:
+    """The methods served at ``path``, the endpoint's name for the audit log, and the resource the
+    path names (None for a path without one). An unknown path is a 404 that says what is served."""
+    methods = ROUTES.get(path)
+    if methods is not None:
+        return methods, path, None
+    for route in RESOURCE_ROUTES:
+        if path.startswith(route.prefix) and len(path) > len(route.prefix):
+            return route.methods, route.template, path[len(route.prefix) :]
+    message = NOT_SERVED.get(path, f"Unknown endpoint {method} {path}.")
+    raise NotFound(message, code="unknown_url")
+
+
 class ProxyApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         client = scope.get("client")
@@ -106,9 +147,7 @@ class ProxyApp:
             settling.settle_soon(request)  # after the answer: the client never waits for it
 
     async def handle(self, request: ProxyRequest, receive: Receive) -> ProxyResponse | ProxyStream:
-        methods = ROUTES.get(request.path)
-        if methods is None:
-            raise NotFound(f"Unknown endpoint {request.method} {request.path}.", code="unknown_url")
+        methods, request.record.endpoint, request.resource = find_route(request.method, request.path)
         route = methods.get(request.method)
         if route is None:
             raise MethodNotAllowed(

@@ -24,6 +24,7 @@ import logging
 import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -117,17 +118,16 @@ class OrganizationConfig:
 _FOREVER = datetime.max.replace(tzinfo=UTC)
 
 
+def model_object(alias: AliasSnapshot) -> dict[str, Any]:
+    """An alias in OpenAI's model shape (the list's items, GET /v1/models/{model})."""
+    return {"id": alias.alias, "object": "model", "created": alias.created, "owned_by": "organization"}
+
+
 def render_models_body(aliases: dict[str, AliasSnapshot] | list[AliasSnapshot]) -> bytes:
     if isinstance(aliases, dict):
         aliases = list(aliases.values())
     return json.dumps(
-        {
-            "object": "list",
-            "data": [
-                {"id": alias.alias, "object": "model", "created": alias.created, "owned_by": "organization"}
-                for alias in sorted(aliases, key=lambda a: a.alias)
-            ],
-        },
+        {"object": "list", "data": [model_object(alias) for alias in sorted(aliases, key=lambda a: a.alias)]},
         separators=(",", ":"),
     ).encode()
 

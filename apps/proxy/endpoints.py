@@ -6,14 +6,22 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from apps.core.errors import InvalidRequest
+from apps.core.errors import InvalidRequest, NotFound
 
 from .adapters import adapter_for
-from .adapters.base import Adapter, Completion, Target, UpstreamRequest
+from .adapters.base import Adapter, Completion, Target, UpstreamRequest, dumps
 from .answers import Answer, StreamOutcome
+from .config import model_object
 from .forwarding import Forwarder
 from .http import ProxyRequest
-from .routing import Candidate, models_body_for, plan_attempts
+from .routing import (
+    Candidate,
+    ModelNotAllowed,
+    allow_lists,
+    models_body_for,
+    plan_attempts,
+    refuse_unallowed_model,
+)
 from .validation import json_object, validate_chat, validate_embeddings
 
 if TYPE_CHECKING:
@@ -119,6 +127,34 @@ class ModelList(Endpoint):
         return Answer(body=models_body_for(ctx.config, ctx.team, ctx.key))
 
 
+class ModelRetrieve(Endpoint):
+    """One alias of the organization's, as the model list shows it to the caller (GET
+    /v1/models/{model}); an alias it may not call reads as one that does not exist."""
+
+    name = "models"
+    cacheable = False
+
+    def read(self, request: ProxyRequest) -> dict[str, Any]:
+        return {}
+
+    async def answer(self, ctx: "ProxyContext") -> Answer:
+        model = ctx.request.resource or ""
+        alias = ctx.config.aliases.get(model)
+        if alias is not None:
+            try:
+                refuse_unallowed_model(ctx.config, model, allow_lists(ctx.config, ctx.team, ctx.key))
+            except ModelNotAllowed:
+                alias = None
+        if alias is None:
+            raise NotFound(
+                f"The model '{model}' does not exist or you do not have access to it.",
+                code="model_not_found",
+                param="model",
+            )
+        return Answer(body=dumps(model_object(alias)))
+
+
 chat_completions = ChatCompletions()
 embeddings = Embeddings()
 models = ModelList()
+model = ModelRetrieve()

@@ -104,6 +104,8 @@ class ProxyRequest:
     record: RequestRecord  # what the audit log will keep; filled in as the request goes
     started: float = field(default_factory=time.perf_counter)
     body: bytes = b""
+    # What the path names after its endpoint's prefix (the model of /v1/models/{model}); else None.
+    resource: str | None = None
     record_handed_over: bool = False
     # Admission (admission.py): the rate-limit headers of every response, what to settle after it.
     limit_headers: dict[str, str] = field(default_factory=dict)

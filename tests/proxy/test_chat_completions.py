@@ -151,6 +151,34 @@ async def test_the_model_list_shows_the_organizations_aliases(sdk, openai_upstre
     assert all(model.object == "model" for model in models.data)
 
 
+async def test_one_model_is_retrieved_by_its_alias_and_an_unknown_one_is_openais_404(
+    sdk, openai_upstream, outsider, records
+):
+    await add_alias_async(outsider.organization, "theirs", ("openai", "gpt-4o"))
+
+    model = await sdk.models.retrieve("fast")
+
+    assert (model.id, model.object, model.owned_by) == ("fast", "model", "organization")
+    assert model.created > 0
+    for unknown in ("theirs", "no-such-model", "openai/gpt-4o"):
+        with pytest.raises(openai.NotFoundError) as raised:
+            await sdk.models.retrieve(unknown)
+        assert raised.value.body["code"] == "model_not_found"
+        assert unknown in raised.value.body["message"]
+    assert openai_upstream.requests == []
+    # The audit log names the endpoint, not each model's path.
+    assert {record.endpoint for record in records} == {"/v1/models/{model}"}
+
+
+async def test_the_legacy_completions_api_is_a_404_that_names_chat_completions(sdk, openai_upstream):
+    with pytest.raises(openai.NotFoundError) as raised:
+        await sdk.completions.create(model="fast", prompt="Say hi")
+
+    assert raised.value.body["code"] == "unknown_url"
+    assert "/v1/chat/completions" in raised.value.body["message"]
+    assert openai_upstream.requests == []
+
+
 async def test_a_provider_and_model_can_be_named_without_an_alias(sdk, openai_upstream):
     raw = await sdk.chat.completions.with_raw_response.create(model="openai/gpt-4o", messages=HELLO)
 

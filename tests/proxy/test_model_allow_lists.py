@@ -84,6 +84,11 @@ async def test_a_pattern_allows_an_alias_whose_every_deployment_it_matches(
     assert_refused(await call(proxy, secret, "smart"), "smart", "team")
     assert_refused(await call(proxy, secret, "openai/gpt-4o"), "openai/gpt-4o", "team")
     assert await listed(proxy, secret) == ["fast"]
+    # One model is retrieved as the list shows it: one outside the list reads as unknown.
+    assert (await proxy.get("/v1/models/fast", headers=bearer(secret))).json()["id"] == "fast"
+    refused = await proxy.get("/v1/models/smart", headers=bearer(secret))
+    assert refused.status_code == 404
+    assert refused.json()["error"]["code"] == "model_not_found"
 
 
 async def test_a_team_list_narrows_the_organizations_and_never_widens_it(

@@ -1,6 +1,7 @@
 """The upstream stand-in must speak the providers' formats faithfully, or gateway tests prove nothing.
 
-OpenAI and Azure are checked with the official SDK; Anthropic (whose SDK is not installed) with httpx.
+OpenAI and Azure (chat, embeddings, the Responses API) are checked with the official SDK; Anthropic (whose
+SDK is not installed) with httpx.
 """
 
 import asyncio
@@ -15,6 +16,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from pydantic import BaseModel
 
 from tests import upstreams
 from tests.upstreams import EMBEDDING_DIMENSIONS, UpstreamServer, embedding_for
@@ -36,6 +38,18 @@ ANTHROPIC_TOOL = {
     "name": "get_weather",
     "description": "The weather in a city.",
     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
+RESPONSES_TOOL = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "The weather in a city.",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    },
+    "strict": True,
 }
 ANTHROPIC_VERSION = "2023-06-01"
 
@@ -345,6 +359,410 @@ def test_azure_without_api_version_is_not_found(upstream: UpstreamServer) -> Non
     assert response.json() == {"error": {"code": "404", "message": "Resource not found"}}
 
 
+# --- OpenAI Responses API -------------------------------------------------------------------------
+
+
+def respond(client: openai.OpenAI, content: Any = "hi there", **params: Any) -> Any:
+    return client.responses.create(model="gpt-4o-mini", input=content, **params)
+
+
+def responses_stream_on_the_wire(
+    server: UpstreamServer, body: dict[str, Any]
+) -> list[tuple[str | None, Any]]:
+    response = httpx.post(
+        f"{server.openai_base_url}/responses",
+        json={"model": "gpt-4o-mini", "stream": True} | body,
+        headers={"Authorization": "Bearer sk-test"},
+    )
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
+    return parse_sse(response.text)
+
+
+def test_openai_response(upstream: UpstreamServer, sdk: SdkFactory) -> None:
+    response = sdk(upstream, key="sk-a").responses.create(
+        model="gpt-4o", input="hi there", instructions="Be brief.", temperature=0.5, metadata={"run": "1"}
+    )
+
+    assert response.id.startswith("resp_") and response.object == "response"
+    assert (response.status, response.model) == ("completed", "gpt-4o")
+    assert response.output_text == "Hello from upstream: hi there"
+    (message,) = response.output
+    assert message.id.startswith("msg_")
+    assert (message.type, message.role, message.status) == ("message", "assistant", "completed")
+    assert [(part.type, part.text, part.annotations) for part in message.content] == [
+        ("output_text", "Hello from upstream: hi there", [])
+    ]
+    usage = response.usage
+    assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (4, 5, 9)  # instructions count
+    assert usage.input_tokens_details.cached_tokens == 0
+    assert usage.output_tokens_details.reasoning_tokens == 0
+    assert response.created_at <= response.completed_at
+    echoed = (
+        response.instructions,
+        response.temperature,
+        response.top_p,
+        response.tools,
+        response.tool_choice,
+        response.parallel_tool_calls,
+        response.store,
+        response.previous_response_id,
+        response.metadata,
+        response.max_output_tokens,
+        response.text.format.type,
+    )
+    assert echoed == ("Be brief.", 0.5, 1.0, [], "auto", True, True, None, {"run": "1"}, None, "text")
+
+    request = upstream.last_request
+    assert (request.method, request.path, request.credential) == ("POST", "/v1/responses", "sk-a")
+    assert request.json["input"] == "hi there" and request.json["instructions"] == "Be brief."
+
+
+def test_openai_response_reads_input_items(upstream: UpstreamServer, sdk: SdkFactory) -> None:
+    items = [
+        {"role": "developer", "content": "Be brief."},
+        {
+            "type": "message",
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "look at this"},
+                {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo=", "detail": "auto"},
+            ],
+        },
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "A cat."}]},
+        {"role": "user", "content": [{"type": "input_text", "text": "and again"}]},
+    ]
+    response = respond(sdk(upstream), items)
+
+    assert response.output_text == "Hello from upstream: and again"  # the last user text, as in chat
+    assert response.usage.input_tokens == 9  # every message's text, the developer's included
+    assert upstream.last_request.json["input"] == items
+
+
+def test_openai_response_stream(upstream: UpstreamServer, sdk: SdkFactory) -> None:
+    with sdk(upstream).responses.stream(model="gpt-4o-mini", input="hi there") as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+
+    assert [event.type for event in events] == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+        *["response.output_text.delta"] * 5,
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    assert [event.sequence_number for event in events] == list(range(len(events)))
+    created = events[0].response
+    assert (created.status, created.output, created.usage) == ("in_progress", [], None)
+    deltas = [event.delta for event in events if event.type == "response.output_text.delta"]
+    assert deltas == ["Hello", " from", " upstream:", " hi", " there"]
+    assert events[-4].text == "Hello from upstream: hi there"
+    assert final.id == created.id and final.status == "completed"
+    assert final.output_text == "Hello from upstream: hi there"
+    assert (final.usage.input_tokens, final.usage.output_tokens) == (2, 5)
+
+
+def test_openai_response_stream_on_the_wire(upstream: UpstreamServer) -> None:
+    events = responses_stream_on_the_wire(upstream, {"input": "hi there"})
+
+    assert all(name == data["type"] for name, data in events)  # each event named by its type
+    assert [data["sequence_number"] for _, data in events] == list(range(len(events)))
+    name, completed = events[-1]
+    assert name == "response.completed"  # the end; no [DONE] after it
+    assert completed["response"]["status"] == "completed"
+    assert completed["response"]["usage"]["total_tokens"] == 7
+    item = events[2][1]["item"]
+    assert (item["type"], item["status"], item["content"]) == ("message", "in_progress", [])
+    assert events[3][1]["part"] == {"type": "output_text", "annotations": [], "logprobs": [], "text": ""}
+
+
+def test_openai_response_function_call_and_its_output(upstream: UpstreamServer, sdk: SdkFactory) -> None:
+    client = sdk(upstream)
+    asked = respond(client, "Please call a tool", tools=[RESPONSES_TOOL])
+
+    (call,) = asked.output
+    assert (call.type, call.status, call.name, call.arguments) == (
+        "function_call",
+        "completed",
+        "get_weather",
+        '{"city": "Paris"}',
+    )
+    assert call.id.startswith("fc_") and call.call_id.startswith("call_")
+    assert asked.output_text == ""
+    assert asked.tools[0].name == "get_weather" and asked.tools[0].strict is True
+
+    # The next turn sends the conversation back: the call, its output, then the user's next words.
+    history = [
+        {"role": "user", "content": "Please call a tool"},
+        call.model_dump(exclude_none=True),
+        {"type": "function_call_output", "call_id": call.call_id, "output": "Sunny, 21 degrees"},
+        {"role": "user", "content": "Thanks!"},
+    ]
+    answered = respond(client, history, tools=[RESPONSES_TOOL])
+
+    assert answered.output_text == "Hello from upstream: Thanks!"
+    assert answered.usage.input_tokens == 8  # the question, the tool's output and the thanks
+    assert upstream.last_request.json["input"][2]["type"] == "function_call_output"
+
+
+async def test_openai_response_streamed_function_call(
+    upstream: UpstreamServer, async_sdk: AsyncSdkFactory
+) -> None:
+    stream = await async_sdk(upstream).responses.create(
+        model="gpt-4o", input="call a tool", tools=[RESPONSES_TOOL], stream=True
+    )
+    events = [event async for event in stream]
+
+    assert [event.type for event in events[:3]] == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+    ]
+    added = events[2].item
+    assert (added.type, added.status, added.name, added.arguments) == (
+        "function_call",
+        "in_progress",
+        "get_weather",
+        "",
+    )
+    deltas = [event for event in events if event.type == "response.function_call_arguments.delta"]
+    assert len(deltas) > 1 and "".join(event.delta for event in deltas) == '{"city": "Paris"}'
+    assert all(event.item_id == added.id and event.output_index == 0 for event in deltas)
+    done, item_done, completed = events[-3:]
+    assert (done.type, done.arguments) == ("response.function_call_arguments.done", '{"city": "Paris"}')
+    assert (item_done.type, item_done.item.status) == ("response.output_item.done", "completed")
+    assert completed.type == "response.completed"
+    assert completed.response.output[0].call_id == added.call_id
+
+
+def test_tool_choice_in_the_responses_shape(upstream: UpstreamServer, sdk: SdkFactory) -> None:
+    other = {"type": "function", "name": "get_time", "parameters": {"type": "object", "properties": {}}}
+    client = sdk(upstream)
+    required = respond(client, tools=[RESPONSES_TOOL], tool_choice="required")
+    named = respond(
+        client, tools=[RESPONSES_TOOL, other], tool_choice={"type": "function", "name": "get_time"}
+    )
+    forbidden = respond(client, "call a tool", tools=[RESPONSES_TOOL], tool_choice="none")
+
+    assert required.output[0].name == "get_weather"
+    assert named.output[0].name == "get_time"
+    assert named.tool_choice.name == "get_time"
+    assert forbidden.output_text == "Hello from upstream: call a tool"
+
+
+def test_json_schema_text_format(upstream: UpstreamServer, sdk: SdkFactory) -> None:
+    class Forecast(BaseModel):
+        summary: str
+        degrees: int
+        sunny: bool
+        tags: list[str]
+
+    parsed = sdk(upstream).responses.parse(model="gpt-4o", input="hi there", text_format=Forecast)
+
+    assert parsed.output_parsed == Forecast(
+        summary="Hello from upstream: hi there", degrees=0, sunny=False, tags=[]
+    )
+    assert json.loads(parsed.output_text)["summary"] == "Hello from upstream: hi there"
+    fmt = upstream.last_request.json["text"]["format"]
+    assert (fmt["type"], fmt["name"], fmt["strict"]) == ("json_schema", "Forecast", True)
+    assert (parsed.text.format.type, parsed.text.format.name) == ("json_schema", "Forecast")  # echoed
+
+
+def test_previous_response_id_continues_the_conversation(upstream: UpstreamServer, sdk: SdkFactory) -> None:
+    client = sdk(upstream)
+    first = respond(client, "hi there", instructions="Be brief.")
+    second = respond(client, "and again", previous_response_id=first.id)
+
+    assert second.output_text == "Hello from upstream: and again"
+    assert second.previous_response_id == first.id
+    # The first turn's input and output come before this input; its instructions do not carry over.
+    assert second.usage.input_tokens == 2 + 5 + 2
+
+    asked = respond(client, "call a tool", tools=[RESPONSES_TOOL], previous_response_id=second.id)
+    output = {"type": "function_call_output", "call_id": asked.output[0].call_id, "output": "Sunny"}
+    answered = respond(
+        client, [output, {"role": "user", "content": "Thanks!"}], previous_response_id=asked.id
+    )
+    assert answered.output_text == "Hello from upstream: Thanks!"  # the call is found in the stored turn
+
+
+def test_previous_response_id_is_kept_per_api_key(upstream: UpstreamServer, sdk: SdkFactory) -> None:
+    first = respond(sdk(upstream, key="key-a"))
+    unstored = respond(sdk(upstream, key="key-a"), store=False)
+
+    for key, response_id in (("key-b", first.id), ("key-a", unstored.id), ("key-a", "resp_unknown")):
+        with pytest.raises(openai.NotFoundError) as error:
+            respond(sdk(upstream, key=key), "and again", previous_response_id=response_id)
+        assert error.value.response.json() == {
+            "error": {
+                "message": f"Previous response with id '{response_id}' not found.",
+                "type": "invalid_request_error",
+                "param": "previous_response_id",
+                "code": "previous_response_not_found",
+            }
+        }
+    assert unstored.store is False
+    assert respond(sdk(upstream, key="key-a"), previous_response_id=first.id).status == "completed"
+
+
+def test_retrieve_and_delete_a_stored_response(upstream: UpstreamServer, sdk: SdkFactory) -> None:
+    owner, other = sdk(upstream, key="key-a"), sdk(upstream, key="key-b")
+    created = respond(owner)
+
+    assert owner.responses.retrieve(created.id).model_dump() == created.model_dump()
+    with pytest.raises(openai.NotFoundError) as error:
+        other.responses.retrieve(created.id)
+    assert error.value.response.json()["error"]["message"] == f"Response with id '{created.id}' not found."
+    with pytest.raises(openai.NotFoundError):
+        other.responses.delete(created.id)
+
+    deleted = owner.responses.with_raw_response.delete(created.id)
+    assert deleted.http_response.json() == {"id": created.id, "object": "response", "deleted": True}
+    with pytest.raises(openai.NotFoundError):
+        owner.responses.retrieve(created.id)
+    with pytest.raises(openai.NotFoundError):
+        owner.responses.delete(created.id)
+
+    calls = [(r.method, r.path, r.credential) for r in upstream.requests[1:3]]
+    assert calls == [
+        ("GET", f"/v1/responses/{created.id}", "key-a"),
+        ("GET", f"/v1/responses/{created.id}", "key-b"),
+    ]
+
+
+def test_only_background_responses_can_be_cancelled(upstream: UpstreamServer, sdk: SdkFactory) -> None:
+    client = sdk(upstream)
+    created = respond(client)
+
+    with pytest.raises(openai.BadRequestError) as error:
+        client.responses.cancel(created.id)
+    assert error.value.response.json()["error"]["message"] == "Only background responses can be cancelled."
+    with pytest.raises(openai.NotFoundError):
+        client.responses.cancel("resp_unknown")
+    with pytest.raises(openai.BadRequestError) as error:
+        respond(client, background=True)  # the stand-in does not run them
+    assert error.value.param == "background"
+
+
+def test_max_output_tokens_leaves_the_response_incomplete(upstream: UpstreamServer, sdk: SdkFactory) -> None:
+    prompt = " ".join(f"w{i}" for i in range(20))
+    response = respond(sdk(upstream), prompt, max_output_tokens=16)
+
+    assert response.status == "incomplete"
+    assert response.incomplete_details.reason == "max_output_tokens"
+    assert response.output[0].status == "incomplete"
+    assert response.output_text == "Hello from upstream: " + " ".join(f"w{i}" for i in range(13))
+    assert response.usage.output_tokens == 16
+    events = responses_stream_on_the_wire(upstream, {"input": prompt, "max_output_tokens": 16})
+    assert events[-1][0] == "response.incomplete"
+
+
+@pytest.mark.parametrize(
+    ("params", "param"),
+    [
+        pytest.param({"tools": [WEATHER_TOOL]}, "tools[0].name", id="chat-shaped-tool"),
+        pytest.param(
+            {
+                "tools": [RESPONSES_TOOL],
+                "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+            },
+            "tool_choice.name",
+            id="chat-shaped-tool-choice",
+        ),
+        pytest.param({"input": [{"role": "robot", "content": "x"}]}, "input[0].role", id="role"),
+        pytest.param(
+            {"input": [{"role": "user", "content": [{"type": "text", "text": "x"}]}]},
+            "input[0].content[0].type",
+            id="chat-shaped-part",
+        ),
+        pytest.param(
+            {"input": [{"role": "assistant", "content": [{"type": "input_text", "text": "x"}]}]},
+            "input[0].content[0].type",
+            id="assistant-input-text",
+        ),
+        pytest.param(
+            {"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]},
+            "input[0].call_id",
+            id="call-without-id",
+        ),
+        pytest.param({"input": [{"type": "reasoning_text"}]}, "input[0].type", id="item-type"),
+        pytest.param({"max_output_tokens": 5}, "max_output_tokens", id="max-output-tokens"),
+        pytest.param(
+            {"text": {"format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}}},
+            "text.format.name",
+            id="chat-shaped-format",
+        ),
+        pytest.param({"extra_body": {"messages": USER}}, "messages", id="chat-field"),
+        pytest.param({"extra_body": {"max_tokens": 10}}, "max_tokens", id="chat-max-tokens"),
+    ],
+)
+def test_responses_validate_like_openai(
+    upstream: UpstreamServer, params: dict[str, Any], param: str, sdk: SdkFactory
+) -> None:
+    with pytest.raises(openai.BadRequestError) as error:
+        sdk(upstream).responses.create(model="gpt-4o-mini", **{"input": "hi there"} | params)
+    assert error.value.param == param
+    assert error.value.type == "invalid_request_error"
+
+
+def test_a_function_call_output_needs_an_earlier_call(upstream: UpstreamServer, sdk: SdkFactory) -> None:
+    orphan = {"type": "function_call_output", "call_id": "call_nowhere", "output": "Sunny"}
+    with pytest.raises(openai.BadRequestError) as error:
+        respond(sdk(upstream), [{"role": "user", "content": "hi"}, orphan])
+
+    assert error.value.response.json() == {
+        "error": {
+            "message": "No tool call found for function call output with call_id call_nowhere.",
+            "type": "invalid_request_error",
+            "param": "input",
+            "code": None,
+        }
+    }
+
+
+def test_azure_responses(upstream: UpstreamServer) -> None:
+    with (
+        openai.AzureOpenAI(
+            azure_endpoint=upstream.base_url,
+            api_version="2025-04-01-preview",
+            api_key="azure-key",
+            max_retries=0,
+        ) as versioned,
+        openai.OpenAI(base_url=f"{upstream.base_url}/openai/v1", api_key="azure-key", max_retries=0) as v1,
+    ):
+        created = versioned.responses.create(model="my-deployment", input="hi there")
+        continued = v1.responses.create(
+            model="my-deployment", input="and again", previous_response_id=created.id
+        )
+        retrieved = v1.responses.retrieve(continued.id)
+        with pytest.raises(openai.NotFoundError) as error:
+            versioned.responses.retrieve("resp_unknown")
+
+    assert created.output_text == "Hello from upstream: hi there"
+    assert (created.model, retrieved.id) == ("my-deployment", continued.id)
+    assert continued.usage.input_tokens == 2 + 5 + 2
+    assert (
+        error.value.response.json()["error"]["type"] == "invalid_request_error"
+    )  # the model service's shape
+    first, second, third, _ = upstream.requests
+    assert (first.path, first.query, first.credential) == (
+        "/openai/responses",
+        {"api-version": "2025-04-01-preview"},
+        "azure-key",
+    )
+    assert (second.path, third.path) == ("/openai/v1/responses", f"/openai/v1/responses/{continued.id}")
+
+    unversioned = httpx.post(
+        f"{upstream.base_url}/openai/responses", json={"model": "d", "input": "hi"}, headers={"api-key": "k"}
+    )
+    assert unversioned.status_code == 404
+    assert unversioned.json() == {"error": {"code": "404", "message": "Resource not found"}}
+
+
 # --- Anthropic ------------------------------------------------------------------------------------
 
 
@@ -463,6 +881,77 @@ def test_anthropic_models_list(upstream: UpstreamServer) -> None:
         "display_name": "gpt-4o-mini",
         "created_at": "2025-01-01T00:00:00Z",
     }
+
+
+def test_anthropic_count_tokens_counts_as_messages_does(upstream: UpstreamServer) -> None:
+    body = {
+        "model": "claude-sonnet-4-5",
+        "system": [{"type": "text", "text": "Be brief."}],
+        "messages": [
+            {"role": "user", "content": "call a tool"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Sunny, 21 degrees"},
+                    {"type": "text", "text": "Thanks!"},
+                ],
+            },
+        ],
+        "tools": [ANTHROPIC_TOOL],
+    }
+    counted = httpx.post(
+        f"{upstream.anthropic_base_url}/v1/messages/count_tokens",
+        json=body,
+        headers=anthropic_headers("sk-c"),
+    )
+    sent = anthropic_post(upstream, body | {"max_tokens": 100, "tool_choice": {"type": "none"}}).json()
+
+    assert counted.status_code == 200
+    assert counted.json() == {"input_tokens": 9}
+    assert sent["usage"]["input_tokens"] == 9
+    request = upstream.requests[0]
+    assert (request.method, request.path, request.credential) == ("POST", "/v1/messages/count_tokens", "sk-c")
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "status", "message"),
+    [
+        pytest.param(
+            {}, {"x-api-key": "k"}, 400, "anthropic-version: header is required", id="missing-version"
+        ),
+        pytest.param(
+            {},
+            {"anthropic-version": ANTHROPIC_VERSION},
+            401,
+            "x-api-key header is required",
+            id="missing-key",
+        ),
+        pytest.param(
+            {"max_tokens": 100}, None, 400, "max_tokens: Extra inputs are not permitted", id="max-tokens"
+        ),
+        pytest.param({"messages": None}, None, 400, "messages: Field required", id="missing-messages"),
+        pytest.param(
+            {"tools": [WEATHER_TOOL]}, None, 400, "tools.0.name: Field required", id="openai-shaped-tool"
+        ),
+    ],
+)
+def test_anthropic_count_tokens_validates_like_anthropic(
+    upstream: UpstreamServer, body: dict[str, Any], headers: dict[str, str] | None, status: int, message: str
+) -> None:
+    request = {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "hi"}]} | body
+    response = httpx.post(
+        f"{upstream.anthropic_base_url}/v1/messages/count_tokens",
+        json={key: value for key, value in request.items() if value is not None},
+        headers=anthropic_headers() if headers is None else headers,
+    )
+
+    assert response.status_code == status
+    assert response.json()["type"] == "error"
+    assert response.json()["error"]["message"] == message
 
 
 # --- Behaviours -----------------------------------------------------------------------------------
@@ -712,3 +1201,60 @@ def test_the_name_tells_upstreams_apart(
     assert chat(sdk(primary)).choices[0].message.content == "Hello from primary: hi there"
     assert chat(sdk(fallback)).choices[0].message.content == "Hello from fallback: hi there"
     assert primary.base_url != fallback.base_url
+
+
+def test_rules_apply_to_the_new_routes(upstream: UpstreamServer, sdk: SdkFactory) -> None:
+    client = sdk(upstream)
+    created = respond(client)
+    upstream.behave("status", status=429, times=3)
+
+    with pytest.raises(openai.RateLimitError):
+        respond(client)
+    with pytest.raises(openai.RateLimitError):
+        client.responses.retrieve(created.id)
+    counted = httpx.post(
+        f"{upstream.anthropic_base_url}/v1/messages/count_tokens",
+        json={"model": "m", "messages": USER},
+        headers=anthropic_headers(),
+    )
+    assert counted.status_code == 429 and counted.json()["error"]["type"] == "rate_limit_error"
+    assert client.responses.retrieve(created.id).id == created.id  # the rule's times are used up
+
+
+def test_cut_responses_stream_has_no_completed_event(upstream: UpstreamServer) -> None:
+    upstream.behave("cut_stream", after=1)
+    events = []
+    with httpx.stream(
+        "POST",
+        f"{upstream.openai_base_url}/responses",
+        json={"model": "gpt-4o-mini", "input": "hi there", "stream": True},
+        headers={"Authorization": "Bearer k"},
+    ) as response:
+        with pytest.raises(httpx.RemoteProtocolError):
+            for line in response.iter_lines():
+                if line.startswith("event: "):
+                    events.append(line.removeprefix("event: "))
+
+    assert events == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.delta",
+    ]
+
+
+def test_error_event_in_a_responses_stream(upstream: UpstreamServer) -> None:
+    upstream.behave("error_event", after=1, message="boom")
+    events = responses_stream_on_the_wire(upstream, {"input": "hi there"})
+
+    assert [name for name, _ in events].count("response.output_text.delta") == 1
+    name, error = events[-1]
+    assert name == "error"
+    assert error == {
+        "type": "error",
+        "code": "server_error",
+        "message": "boom",
+        "param": None,
+        "sequence_number": len(events) - 1,
+    }

@@ -1,7 +1,9 @@
 """A stand-in for the providers the gateway proxies to: a real HTTP server on loopback.
 
-It speaks OpenAI's, Azure OpenAI's and Anthropic's wire formats (JSON and server-sent events), records
-every request it receives, and can be told to misbehave (``behave``) the way real providers do: error
+It speaks OpenAI's, Azure OpenAI's and Anthropic's wire formats (JSON and server-sent events): chat
+completions, embeddings and models; OpenAI's Responses API, with the responses it stores per credential
+(``previous_response_id``, retrieve, delete); Anthropic's messages and token counts. It records every
+request it receives, and can be told to misbehave (``behave``) the way real providers do: error
 statuses, hangs before the headers (``timeout``) or in the middle of a stream (``stall``), slow or cut
 streams, broken JSON, dropped (``drop_connection``) or reset (``reset``, a TCP RST) connections.
 
@@ -21,7 +23,7 @@ import time
 import typing
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import pytest
@@ -77,6 +79,56 @@ ANTHROPIC_FIELDS = frozenset(
         "context_management",
     }
 )
+ANTHROPIC_COUNT_FIELDS = frozenset(
+    {"model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers", "context_management"}
+)
+ANTHROPIC_PATHS = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
+# OpenAI rejects an unknown parameter, which catches chat fields (messages, max_tokens, response_format)
+# leaking into a Responses request.
+RESPONSES_FIELDS = frozenset(
+    {
+        "model",
+        "input",
+        "instructions",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "max_output_tokens",
+        "max_tool_calls",
+        "temperature",
+        "top_p",
+        "top_logprobs",
+        "text",
+        "stream",
+        "stream_options",
+        "store",
+        "previous_response_id",
+        "metadata",
+        "background",
+        "include",
+        "reasoning",
+        "truncation",
+        "user",
+        "safety_identifier",
+        "service_tier",
+        "prompt",
+        "prompt_cache_key",
+        "prompt_cache_retention",
+        "conversation",
+        "context_management",
+    }
+)
+RESPONSES_ROLES = ("assistant", "system", "developer", "user")
+# The content parts each role may send; an assistant's earlier answer comes back as output_text.
+RESPONSES_PARTS = {
+    "assistant": ("output_text", "refusal"),
+    "user": ("input_text", "input_image", "input_file", "input_audio"),
+    "system": ("input_text",),
+    "developer": ("input_text",),
+}
+RESPONSES_ITEMS = ("message", "function_call", "function_call_output")
+RESPONSES_FORMATS = ("text", "json_object", "json_schema")
+MIN_OUTPUT_TOKENS = 16
 DEFAULT_MESSAGES = {
     400: "Invalid request.",
     401: "Incorrect API key provided.",
@@ -161,6 +213,7 @@ class _Reject(Exception):
         *,
         param: str | None = None,
         error_type: str | None = None,
+        code: str | None = None,
         shape: Provider | None = None,
     ) -> None:
         super().__init__(message)
@@ -168,11 +221,14 @@ class _Reject(Exception):
         self.message = message or DEFAULT_MESSAGES.get(status, "Error.")
         self.param = param
         self.error_type = error_type
+        self.code = code
         self.shape = shape
 
     def response(self, provider: Provider) -> web.Response:
         shape = self.shape or provider
-        body = error_body(shape, self.status, self.message, param=self.param, error_type=self.error_type)
+        body = error_body(
+            shape, self.status, self.message, param=self.param, error_type=self.error_type, code=self.code
+        )
         headers = {"retry-after": "1"} if self.status in (429, 529) else {}
         return web.json_response(body, status=self.status, headers=headers | request_id_header(shape))
 
@@ -312,7 +368,13 @@ class Sse:
 
 
 def error_body(
-    provider: Provider, status: int, message: str, *, param: str | None = None, error_type: str | None = None
+    provider: Provider,
+    status: int,
+    message: str,
+    *,
+    param: str | None = None,
+    error_type: str | None = None,
+    code: str | None = None,
 ) -> dict[str, Any]:
     if provider == "anthropic":
         kind = error_type or ANTHROPIC_ERROR_TYPES.get(status, "api_error")
@@ -322,7 +384,12 @@ def error_body(
     default_type = "server_error" if status >= 500 else "invalid_request_error"
     kind = error_type or OPENAI_ERROR_TYPES.get(status, default_type)
     return {
-        "error": {"message": message, "type": kind, "param": param, "code": OPENAI_ERROR_CODES.get(status)}
+        "error": {
+            "message": message,
+            "type": kind,
+            "param": param,
+            "code": code or OPENAI_ERROR_CODES.get(status),
+        }
     }
 
 
@@ -532,13 +599,181 @@ def openai_models(models: tuple[str, ...]) -> dict[str, Any]:
     return {"object": "list", "data": data}
 
 
+@dataclass(frozen=True)
+class StoredResponse:
+    """A response OpenAI keeps (store: true), with the conversation a later previous_response_id continues."""
+
+    response: dict[str, Any]
+    items: list[dict[str, Any]]  # its input items, the earlier turns' included, then its output items
+
+
+def responses_usage(answer: Answer) -> dict[str, Any]:
+    return {
+        "input_tokens": answer.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": answer.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": answer.prompt_tokens + answer.completion_tokens,
+    }
+
+
+def responses_output(answer: Answer) -> list[dict[str, Any]]:
+    """The output items: one function call, or one assistant message with the text."""
+    call = answer.tool_call
+    if call is not None:
+        return [
+            {
+                "id": new_id("fc_"),
+                "type": "function_call",
+                "status": "completed",
+                "arguments": call.arguments,
+                "call_id": call.id,
+                "name": call.name,
+            }
+        ]
+    text = {"type": "output_text", "annotations": [], "logprobs": [], "text": answer.text}
+    status = "incomplete" if answer.finish == "length" else "completed"
+    return [
+        {"id": new_id("msg_"), "type": "message", "status": status, "role": "assistant", "content": [text]}
+    ]
+
+
+def openai_response(answer: Answer, body: dict[str, Any], output: list[dict[str, Any]]) -> dict[str, Any]:
+    """A Response object: the output and its usage, and the request's settings echoed as OpenAI does."""
+    incomplete = answer.finish == "length"
+    created = int(time.time())
+    return {
+        "id": new_id("resp_"),
+        "object": "response",
+        "created_at": created,
+        "status": "incomplete" if incomplete else "completed",
+        "background": False,
+        "completed_at": None if incomplete else created,
+        "error": None,
+        "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
+        "instructions": body.get("instructions"),
+        "max_output_tokens": body.get("max_output_tokens"),
+        "max_tool_calls": body.get("max_tool_calls"),
+        "model": body["model"],
+        "output": output,
+        "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "previous_response_id": body.get("previous_response_id"),
+        "reasoning": {"effort": None, "summary": None},
+        "service_tier": "default",
+        "store": body.get("store", True),
+        "temperature": body.get("temperature", 1.0),
+        "text": {"format": {"type": "text"}, "verbosity": "medium"} | (body.get("text") or {}),
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": [{"description": None, "strict": True} | tool for tool in body.get("tools") or []],
+        "top_logprobs": body.get("top_logprobs", 0),
+        "top_p": body.get("top_p", 1.0),
+        "truncation": body.get("truncation", "disabled"),
+        "usage": responses_usage(answer),
+        "user": body.get("user"),
+        "metadata": body.get("metadata") or {},
+    }
+
+
+def responses_events(response: dict[str, Any]) -> list[Sse]:
+    """OpenAI's Responses stream: each event named by its type and numbered in order; no [DONE]."""
+    pending = response | {
+        "status": "in_progress",
+        "completed_at": None,
+        "incomplete_details": None,
+        "output": [],
+        "usage": None,
+    }
+    steps = [
+        ({"type": "response.created", "response": pending}, False),
+        ({"type": "response.in_progress", "response": pending}, False),
+    ]
+    for index, item in enumerate(response["output"]):
+        steps += _responses_item_events(index, item)
+    final = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
+    steps.append(({"type": final, "response": response}, False))
+    return [
+        Sse(data | {"sequence_number": number}, event=data["type"], content=content)
+        for number, (data, content) in enumerate(steps)
+    ]
+
+
+def _responses_item_events(index: int, item: dict[str, Any]) -> list[tuple[dict[str, Any], bool]]:
+    """The events of one output item, each with whether it carries part of the answer."""
+    at = {"output_index": index}
+    if item["type"] == "function_call":
+        ref = at | {"item_id": item["id"]}
+        return [
+            (
+                {
+                    "type": "response.output_item.added",
+                    **at,
+                    "item": item | {"status": "in_progress", "arguments": ""},
+                },
+                False,
+            ),
+            *(
+                ({"type": "response.function_call_arguments.delta", **ref, "delta": part}, True)
+                for part in fragments(item["arguments"])
+            ),
+            ({"type": "response.function_call_arguments.done", **ref, "arguments": item["arguments"]}, False),
+            ({"type": "response.output_item.done", **at, "item": item}, False),
+        ]
+    (part,) = item["content"]
+    ref = at | {"item_id": item["id"], "content_index": 0}
+    return [
+        (
+            {
+                "type": "response.output_item.added",
+                **at,
+                "item": item | {"status": "in_progress", "content": []},
+            },
+            False,
+        ),
+        ({"type": "response.content_part.added", **ref, "part": part | {"text": ""}}, False),
+        *(
+            ({"type": "response.output_text.delta", **ref, "delta": piece, "logprobs": []}, True)
+            for piece in word_pieces(part["text"])
+        ),
+        ({"type": "response.output_text.done", **ref, "text": part["text"], "logprobs": []}, False),
+        ({"type": "response.content_part.done", **ref, "part": part}, False),
+        ({"type": "response.output_item.done", **at, "item": item}, False),
+    ]
+
+
+def schema_instance(schema: Any, text: str, root: Any) -> Any:
+    """The smallest instance of a JSON schema, its strings saying ``text``: what a model held to it writes."""
+    if not isinstance(schema, dict):
+        return text
+    if isinstance(ref := schema.get("$ref"), str) and ref.startswith("#/"):
+        target = root
+        for key in ref[2:].split("/"):
+            target = target.get(key, {}) if isinstance(target, dict) else {}
+        return schema_instance(target, text, root)
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    if options := schema.get("anyOf") or schema.get("oneOf"):
+        return schema_instance(options[0], text, root)
+    kind = schema.get("type", "object" if "properties" in schema else "string")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object":
+        return {
+            name: schema_instance(sub, text, root) for name, sub in (schema.get("properties") or {}).items()
+        }
+    if kind == "array":
+        return []
+    return {"integer": 0, "number": 0, "boolean": False, "null": None}.get(kind, text)
+
+
 # --- Request validation, as strict as the providers ----------------------------------------------
 
 
 def provider_of(request: web.BaseRequest) -> Provider:
     if request.path.startswith("/openai/"):
         return "azure"
-    if request.path == "/v1/messages" or (
+    if request.path in ANTHROPIC_PATHS or (
         request.path == "/v1/models" and "anthropic-version" in request.headers
     ):
         return "anthropic"
@@ -627,6 +862,20 @@ def validate_anthropic(body: dict[str, Any]) -> None:
     temperature = body.get("temperature", 0)
     if not isinstance(temperature, int | float) or not 0 <= temperature <= 1:
         raise _Reject(400, "temperature: Input should be less than or equal to 1")
+    _validate_anthropic_conversation(body)
+
+
+def validate_anthropic_count(body: dict[str, Any]) -> None:
+    """/v1/messages/count_tokens: the conversation of a message, without max_tokens, stream or sampling."""
+    if extra := sorted(set(body) - ANTHROPIC_COUNT_FIELDS):
+        raise _Reject(400, f"{extra[0]}: Extra inputs are not permitted")
+    for field in ("model", "messages"):
+        if field not in body:
+            raise _Reject(400, f"{field}: Field required")
+    _validate_anthropic_conversation(body)
+
+
+def _validate_anthropic_conversation(body: dict[str, Any]) -> None:
     _validate_anthropic_system(body.get("system"))
     _validate_anthropic_messages(body["messages"])
     _validate_anthropic_tools(body.get("tools") or [])
@@ -680,6 +929,186 @@ def _validate_anthropic_tool_choice(choice: Any) -> None:
         raise _Reject(400, "tool_choice.tool.name: Field required")
 
 
+def validate_openai_responses(body: dict[str, Any]) -> None:
+    """A Responses request as OpenAI checks it; tools are function tools only (the stand-in has no others)."""
+    if unknown := sorted(set(body) - RESPONSES_FIELDS):
+        raise _Reject(400, f"Unknown parameter: '{unknown[0]}'.", param=unknown[0], code="unknown_parameter")
+    if not body.get("model"):
+        raise _missing("model")
+    if body.get("background"):
+        raise _Reject(400, "The upstream stand-in does not run background responses.", param="background")
+    _validate_responses_input(body.get("input"))
+    _validate_responses_tools(body.get("tools") or [], body.get("tool_choice"))
+    limit = body.get("max_output_tokens")
+    if limit is not None and (not isinstance(limit, int) or limit < MIN_OUTPUT_TOKENS):
+        message = (
+            "Invalid 'max_output_tokens': integer below minimum value. "
+            f"Expected a value >= {MIN_OUTPUT_TOKENS}, but got {limit} instead."
+        )
+        raise _Reject(400, message, param="max_output_tokens", code="integer_below_min_value")
+    temperature = body.get("temperature")
+    if temperature is not None and (not isinstance(temperature, int | float) or not 0 <= temperature <= 2):
+        message = (
+            "Invalid 'temperature': decimal above maximum value. "
+            f"Expected a value <= 2, but got {temperature} instead."
+        )
+        raise _Reject(400, message, param="temperature", code="decimal_above_max_value")
+    _validate_responses_format(body.get("text"))
+
+
+def _missing(param: str) -> _Reject:
+    return _Reject(
+        400, f"Missing required parameter: '{param}'.", param=param, code="missing_required_parameter"
+    )
+
+
+def _invalid_value(param: str, value: Any, supported: tuple[str, ...]) -> _Reject:
+    listing = (
+        ", ".join(f"'{v}'" for v in supported[:-1]) + f", and '{supported[-1]}'"
+        if len(supported) > 1
+        else f"'{supported[0]}'"
+    )
+    message = f"Invalid value: '{value}'. Supported values are: {listing}."
+    return _Reject(400, message, param=param, code="invalid_value")
+
+
+def _invalid_type(param: str, expected: str, value: Any) -> _Reject:
+    message = f"Invalid type for '{param}': expected {expected}, but got {type(value).__name__} instead."
+    return _Reject(400, message, param=param, code="invalid_type")
+
+
+def _validate_responses_input(value: Any) -> None:
+    if value is None:
+        raise _missing("input")
+    if isinstance(value, str):
+        return
+    if not isinstance(value, list):
+        raise _invalid_type("input", "one of a string or an array of input items", value)
+    for i, item in enumerate(value):
+        _validate_responses_item(item, f"input[{i}]")
+
+
+def _validate_responses_item(item: Any, at: str) -> None:
+    if not isinstance(item, dict):
+        raise _invalid_type(at, "an input item", item)
+    kind = item.get("type", "message")
+    if kind not in RESPONSES_ITEMS:
+        raise _invalid_value(f"{at}.type", kind, RESPONSES_ITEMS)
+    required = {
+        "message": ("role", "content"),
+        "function_call": ("call_id", "name", "arguments"),
+        "function_call_output": ("call_id", "output"),
+    }[kind]
+    for field in required:
+        if item.get(field) is None:
+            raise _missing(f"{at}.{field}")
+    if kind == "message":
+        _validate_responses_message(item, at)
+
+
+def _validate_responses_message(item: dict[str, Any], at: str) -> None:
+    role, content = item["role"], item["content"]
+    if role not in RESPONSES_ROLES:
+        raise _invalid_value(f"{at}.role", role, RESPONSES_ROLES)
+    if isinstance(content, str):
+        return
+    if not isinstance(content, list):
+        raise _invalid_type(f"{at}.content", "one of a string or an array of content parts", content)
+    # Catches chat-shaped parts ({"type": "text"}, "image_url") and a role sent with the other side's parts.
+    for j, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in RESPONSES_PARTS[role]:
+            raise _invalid_value(f"{at}.content[{j}].type", kind, RESPONSES_PARTS[role])
+        if kind in ("input_text", "output_text") and not isinstance(part.get("text"), str):
+            raise _missing(f"{at}.content[{j}].text")
+
+
+def _validate_responses_tools(tools: list[Any], choice: Any) -> None:
+    for i, tool in enumerate(tools):
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind != "function":
+            raise _invalid_value(f"tools[{i}].type", kind, ("function",))
+        if not tool.get("name"):  # a chat-shaped tool keeps its name under "function"
+            raise _missing(f"tools[{i}].name")
+    if choice is None or isinstance(choice, str):
+        if choice not in (None, "none", "auto", "required"):
+            raise _invalid_value("tool_choice", choice, ("none", "auto", "required"))
+        return
+    if not isinstance(choice, dict) or choice.get("type") != "function":
+        raise _Reject(400, "Invalid value for 'tool_choice'.", param="tool_choice")
+    if not choice.get("name"):
+        raise _missing("tool_choice.name")
+
+
+def _validate_responses_format(text: Any) -> None:
+    fmt = text.get("format") if isinstance(text, dict) else None
+    if fmt is None:
+        return
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if kind not in RESPONSES_FORMATS:
+        raise _invalid_value("text.format.type", kind, RESPONSES_FORMATS)
+    if kind == "json_schema":  # a chat-shaped format nests these under "json_schema"
+        for field in ("name", "schema"):
+            if field not in fmt:
+                raise _missing(f"text.format.{field}")
+
+
+def responses_input_items(value: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The input as items: a string is one user message; a message may leave out its type."""
+    if isinstance(value, str):
+        return [{"type": "message", "role": "user", "content": value}]
+    return [item if "type" in item else {"type": "message"} | item for item in value]
+
+
+def check_tool_outputs(conversation: list[dict[str, Any]]) -> None:
+    """Each function_call_output answers a function_call made earlier in the conversation."""
+    calls: set[str] = set()
+    for item in conversation:
+        if item["type"] == "function_call":
+            calls.add(item["call_id"])
+        elif item["type"] == "function_call_output" and item["call_id"] not in calls:
+            message = f"No tool call found for function call output with call_id {item['call_id']}."
+            raise _Reject(400, message, param="input")
+
+
+def responses_answer(name: str, body: dict[str, Any], conversation: list[dict[str, Any]]) -> Answer:
+    """The chat endpoint's answer to the same conversation, read as a chat request, then formatted."""
+    system = [{"role": "system", "content": body["instructions"]}] if body.get("instructions") else []
+    choice = body.get("tool_choice", "auto")
+    chat = {
+        "messages": system + [_as_chat_message(item) for item in conversation],
+        "tools": [
+            {"type": "function", "function": {"name": tool["name"]}} for tool in body.get("tools") or []
+        ],
+        "tool_choice": {"type": "function", "function": {"name": choice["name"]}}
+        if isinstance(choice, dict)
+        else choice,
+        "max_completion_tokens": body.get("max_output_tokens"),
+    }
+    return _formatted(openai_answer(name, chat), (body.get("text") or {}).get("format"))
+
+
+def _as_chat_message(item: dict[str, Any]) -> dict[str, Any]:
+    if item["type"] == "function_call":
+        call = ToolCall(item["call_id"], item["name"], item["arguments"])
+        return {"role": "assistant", "content": None, "tool_calls": [openai_tool_call(call)]}
+    if item["type"] == "function_call_output":
+        return {"role": "tool", "tool_call_id": item["call_id"], "content": item["output"]}
+    return {"role": item["role"], "content": item["content"]}
+
+
+def _formatted(answer: Answer, fmt: Any) -> Answer:
+    """The answer as the JSON a structured format asks for, its strings carrying the text."""
+    if answer.tool_call is not None or not isinstance(fmt, dict) or fmt.get("type") == "text":
+        return answer
+    if fmt["type"] == "json_schema":
+        value = schema_instance(fmt["schema"], answer.text, fmt["schema"])
+    else:
+        value = {"text": answer.text}
+    text = json.dumps(value)
+    return replace(answer, text=text, completion_tokens=words(text))
+
+
 def openai_answer(name: str, body: dict[str, Any]) -> Answer:
     messages = body["messages"]
     names = [openai_tool_name(tool) or "" for tool in body.get("tools") or []]
@@ -705,15 +1134,19 @@ def anthropic_answer(name: str, body: dict[str, Any]) -> Answer:
     forced = {"none": "none", "any": "required", "tool": "required"}.get(choice["type"], "auto")
     tool_name = chosen_tool(names, messages, choice=forced, named=choice.get("name"))
     tool = ToolCall(new_id("toolu_"), tool_name, TOOL_ARGUMENTS) if tool_name else None
-    prompt_tokens = words(text_of(body.get("system"))) + sum(words(text_of(m["content"])) for m in messages)
     return compose_answer(
         name,
         last_user_text(messages),
-        prompt_tokens,
+        anthropic_input_tokens(body),
         tool=tool,
         max_tokens=body["max_tokens"],
         stops=as_list(body.get("stop_sequences")),
     )
+
+
+def anthropic_input_tokens(body: dict[str, Any]) -> int:
+    """What /v1/messages counts as input and /v1/messages/count_tokens answers: the system and messages."""
+    return words(text_of(body.get("system"))) + sum(words(text_of(m["content"])) for m in body["messages"])
 
 
 # --- The server -----------------------------------------------------------------------------------
@@ -732,6 +1165,7 @@ class UpstreamServer:
         self._changed = threading.Condition(self._lock)
         self._requests: list[RecordedRequest] = []
         self._rules: list[_Rule] = []
+        self._responses: dict[tuple[str | None, str], StoredResponse] = {}  # by (credential, id)
         self._disconnects = 0
         self._port: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -818,6 +1252,14 @@ class UpstreamServer:
         app.router.add_post("/v1/messages", self._anthropic_messages)
         app.router.add_post("/openai/deployments/{deployment}/chat/completions", self._azure_chat)
         app.router.add_post("/openai/deployments/{deployment}/embeddings", self._azure_embeddings)
+        app.router.add_post("/v1/messages/count_tokens", self._anthropic_count_tokens)
+        # The Responses API at OpenAI's base URL, at Azure's v1 API and at Azure's older, versioned paths.
+        for prefix, versioned in (("/v1", False), ("/openai/v1", False), ("/openai", True)):
+            wrap = self._versioned if versioned else _as_is
+            app.router.add_post(f"{prefix}/responses", wrap(self._create_response))
+            app.router.add_get(f"{prefix}/responses/{{response_id}}", wrap(self._retrieve_response))
+            app.router.add_delete(f"{prefix}/responses/{{response_id}}", wrap(self._delete_response))
+            app.router.add_post(f"{prefix}/responses/{{response_id}}/cancel", wrap(self._cancel_response))
         return app
 
     # Control, from any thread
@@ -839,10 +1281,11 @@ class UpstreamServer:
             self._rules.append(_Rule(mode, options, for_credential, times))
 
     def reset(self) -> None:
-        """Forgets the rules, the recorded requests and the disconnect count."""
+        """Forgets the rules, the recorded requests, the stored responses and the disconnect count."""
         with self._lock:
             self._rules.clear()
             self._requests.clear()
+            self._responses.clear()
             self._disconnects = 0
 
     @property
@@ -1014,16 +1457,92 @@ class UpstreamServer:
             return await self._stream(request, anthropic_events(answer, body["model"], message_id))
         return await self._reply(request, anthropic_message(answer, body["model"], message_id))
 
-    def _authorized_body(self, request: web.Request) -> dict[str, Any]:
+    async def _anthropic_count_tokens(self, request: web.Request) -> web.StreamResponse:
         recorded = request[EXCHANGE].recorded
-        if recorded.credential is None:
+        check_anthropic_headers(recorded)
+        body = require_object(recorded)
+        validate_anthropic_count(body)
+        return await self._reply(request, {"input_tokens": anthropic_input_tokens(body)})
+
+    # The Responses API: it answers what the chat endpoint answers to the same conversation. Stored
+    # responses are kept per API key: the stand-in takes each key for a project of its own, and OpenAI
+    # finds no response of another project (a 404, not a 403).
+
+    async def _create_response(self, request: web.Request) -> web.StreamResponse:
+        body = self._authorized_body(request)
+        validate_openai_responses(body)
+        credential = request[EXCHANGE].recorded.credential
+        earlier: list[dict[str, Any]] = []
+        if previous := body.get("previous_response_id"):
+            earlier = self._stored_response(credential, previous, as_previous=True).items
+        conversation = earlier + responses_input_items(body["input"])
+        check_tool_outputs(conversation)
+        answer = responses_answer(self.name, body, conversation)
+        response = openai_response(answer, body, responses_output(answer))
+        if body.get("store", True):
+            with self._lock:
+                stored = StoredResponse(response, conversation + response["output"])
+                self._responses[(credential, response["id"])] = stored
+        if body.get("stream"):
+            return await self._stream(request, responses_events(response))
+        return await self._reply(request, response)
+
+    async def _retrieve_response(self, request: web.Request) -> web.StreamResponse:
+        stored = self._stored_response(self._credential(request), request.match_info["response_id"])
+        return await self._reply(request, stored.response)
+
+    async def _delete_response(self, request: web.Request) -> web.StreamResponse:
+        credential, response_id = self._credential(request), request.match_info["response_id"]
+        self._stored_response(credential, response_id)
+        with self._lock:
+            self._responses.pop((credential, response_id), None)
+        return await self._reply(request, {"id": response_id, "object": "response", "deleted": True})
+
+    async def _cancel_response(self, request: web.Request) -> web.StreamResponse:
+        self._stored_response(self._credential(request), request.match_info["response_id"])
+        raise _Reject(400, "Only background responses can be cancelled.")  # none is: background is refused
+
+    def _stored_response(
+        self, credential: str | None, response_id: str, *, as_previous: bool = False
+    ) -> StoredResponse:
+        with self._lock:
+            stored = self._responses.get((credential, response_id))
+        if stored is not None:
+            return stored
+        # Azure answers these from the model service, in OpenAI's shape (not its gateway's).
+        if as_previous:
+            raise _Reject(
+                404,
+                f"Previous response with id '{response_id}' not found.",
+                param="previous_response_id",
+                code="previous_response_not_found",
+                shape="openai",
+            )
+        raise _Reject(404, f"Response with id '{response_id}' not found.", shape="openai")
+
+    def _credential(self, request: web.Request) -> str:
+        credential = request[EXCHANGE].recorded.credential
+        if credential is None:
             raise _Reject(401, "You didn't provide an API key.")
-        return require_object(recorded)
+        return credential
+
+    def _authorized_body(self, request: web.Request) -> dict[str, Any]:
+        self._credential(request)
+        return require_object(request[EXCHANGE].recorded)
 
     @staticmethod
     def _require_api_version(request: web.Request) -> None:
         if "api-version" not in request.query:
             raise _Reject(404, "Resource not found")
+
+    def _versioned(self, handler: Handler) -> Handler:
+        """Azure's paths before its v1 API, which are not found without an api-version."""
+
+        async def versioned(request: web.Request) -> web.StreamResponse:
+            self._require_api_version(request)
+            return await handler(request)
+
+        return versioned
 
     # Sending: where "slow" and "cut_stream" act
 
@@ -1081,7 +1600,7 @@ class UpstreamServer:
         sent = 0
         for index, event in enumerate(events):
             if rule.mode == "error_event" and sent >= int(rule.options.get("after", 2)) and event.content:
-                await response.write(self._error_event(request, rule).encode())
+                await response.write(self._error_event(request, rule, sequence_number=index).encode())
                 return  # a provider's mid-stream failure: an error event, then the end
             if cut_after is not None and sent >= cut_after and (event.content or index > last_content):
                 self._abort(request)  # no [DONE], no message_stop: the connection just dies
@@ -1099,9 +1618,12 @@ class UpstreamServer:
             sent += event.content
 
     @staticmethod
-    def _error_event(request: web.Request, rule: _Rule) -> Sse:
+    def _error_event(request: web.Request, rule: _Rule, *, sequence_number: int) -> Sse:
         provider = request[EXCHANGE].provider
         message = rule.options.get("message", "The server had an error while processing your request.")
+        if request.path.endswith("/responses"):  # a Responses stream: an event of its own, numbered
+            data = {"type": "error", "code": "server_error", "message": message, "param": None}
+            return Sse(data | {"sequence_number": sequence_number}, event="error")
         body = error_body(provider, 529 if provider == "anthropic" else 500, message)
         return Sse(body, event="error" if provider == "anthropic" else None)
 
@@ -1146,6 +1668,10 @@ class UpstreamServer:
     def _abort(request: web.Request) -> None:
         if request.transport is not None:
             request.transport.abort()
+
+
+def _as_is(handler: Handler) -> Handler:
+    return handler
 
 
 @pytest.fixture

@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "apps.outbox",
     "apps.audit",
     "apps.events",
+    "apps.conversations",
 ]
 
 # Only the management surface pays for this stack: /v1/ is served by the lean proxy app
@@ -202,6 +203,10 @@ CELERY_BEAT_SCHEDULE = {
     },
     # Feedback sent before its request's audit entry was written: attached if the ingest's own
     # listener missed it, dropped after GATEWAY_FEEDBACK_PENDING_SECONDS (docs/experiments.md).
+    "apply-stored-response-retention": {
+        "task": "apps.conversations.tasks.apply_stored_response_retention",
+        "schedule": timedelta(hours=1),
+    },
     "sweep-pending-feedback": {
         "task": "apps.experiments.tasks.sweep_pending_feedback",
         "schedule": timedelta(minutes=1),
@@ -557,6 +562,14 @@ GATEWAY_AUDIT_ENABLED = env.bool("GATEWAY_AUDIT_ENABLED", default=True)
 # Request and response bodies kept in an audit entry are cut at this many bytes each.
 GATEWAY_AUDIT_MAX_BODY_BYTES = env_number(
     "GATEWAY_AUDIT_MAX_BODY_BYTES", default=64 * 1024, minimum=0, maximum=16 * 1024 * 1024
+)
+# Stored Responses (apps/conversations): how long the hot tier (this process, or Redis) keeps a turn
+# for a follow-up, before the database answers for it; and the embedded tier's bound in bytes.
+GATEWAY_RESPONSES_HOT_SECONDS = env_number(
+    "GATEWAY_RESPONSES_HOT_SECONDS", default=3600, minimum=1, maximum=7 * 24 * 3600
+)
+GATEWAY_RESPONSES_HOT_BYTES = env_number(
+    "GATEWAY_RESPONSES_HOT_BYTES", default=64 * 1024 * 1024, minimum=0, maximum=4 * 1024 * 1024 * 1024
 )
 # Retention (apps/audit/retention.py) deletes expired entries this many at a time.
 GATEWAY_AUDIT_RETENTION_BATCH_SIZE = env_number(

@@ -21,6 +21,9 @@ class StreamOutcome:
     failure_sent: bool = False
     # Set by the relay: every chunk reached the client and nothing failed.
     completed: bool = False
+    # Events numbered so far, for formats that number them (OpenAI Responses' sequence_number): an
+    # error event the gateway adds goes on from there.
+    sequence: int = 0
 
 
 @dataclass(slots=True)

@@ -29,7 +29,7 @@ from . import endpoints, pipeline, settling
 from .auth import require_permission
 from .caller import configured, identified
 from .endpoints import Endpoint
-from .errors import InternalError, error_event, error_response_parts
+from .errors import InternalError, error_response_parts
 from .http import (
     ProxyRequest,
     ProxyResponse,
@@ -51,31 +51,59 @@ class Route:
     permissions: frozenset[str]
 
 
+RESPONSES = frozenset({"proxy:llm", "proxy:responses"})
 ROUTES: dict[str, dict[str, Route]] = {
     "/v1/models": {"GET": Route(endpoints.models, frozenset({"proxy:llm", "proxy:models"}))},
     "/v1/chat/completions": {
         "POST": Route(endpoints.chat_completions, frozenset({"proxy:llm", "proxy:chat"}))
     },
     "/v1/embeddings": {"POST": Route(endpoints.embeddings, frozenset({"proxy:llm", "proxy:embeddings"}))},
+    "/v1/responses": {"POST": Route(endpoints.responses, RESPONSES)},
 }
 
 
 @dataclass(frozen=True, slots=True)
 class ResourceRoute:
-    """Paths that name one resource after a prefix (``/v1/models/{model}``): the name is the rest
-    of the path; the audit log keeps the ``template``, so its endpoints stay a short list."""
+    """Paths that name one resource between a prefix and a suffix (``/v1/models/{model}``,
+    ``/v1/responses/{id}/cancel``); the audit log keeps the ``template``, so its endpoints stay a
+    short list. ``slashes``: whether the name may hold a slash."""
 
     prefix: str
+    suffix: str
     template: str
     methods: dict[str, Route]
+    slashes: bool = False
+
+    def resource(self, path: str) -> str | None:
+        if not (path.startswith(self.prefix) and path.endswith(self.suffix)):
+            return None
+        name = path[len(self.prefix) : len(path) - len(self.suffix)]
+        return name if name and (self.slashes or "/" not in name) else None
 
 
 RESOURCE_ROUTES: tuple[ResourceRoute, ...] = (
     # A model id may hold a slash (provider/model names do), so the rest of the path is the id.
     ResourceRoute(
         "/v1/models/",
+        "",
         "/v1/models/{model}",
         {"GET": Route(endpoints.model, frozenset({"proxy:llm", "proxy:models"}))},
+        slashes=True,
+    ),
+    ResourceRoute(
+        "/v1/responses/",
+        "/cancel",
+        "/v1/responses/{response_id}/cancel",
+        {"POST": Route(endpoints.response_cancel, RESPONSES)},
+    ),
+    ResourceRoute(
+        "/v1/responses/",
+        "",
+        "/v1/responses/{response_id}",
+        {
+            "GET": Route(endpoints.response_retrieve, RESPONSES),
+            "DELETE": Route(endpoints.response_delete, RESPONSES),
+        },
     ),
 )
 
@@ -95,8 +123,9 @@ def find_route(method: str, path: str) -> tuple[dict[str, Route], str, str | Non
     if methods is not None:
         return methods, path, None
     for route in RESOURCE_ROUTES:
-        if path.startswith(route.prefix) and len(path) > len(route.prefix):
-            return route.methods, route.template, path[len(route.prefix) :]
+        resource = route.resource(path)
+        if resource is not None:
+            return route.methods, route.template, resource
     message = NOT_SERVED.get(path, f"Unknown endpoint {method} {path}.")
     raise NotFound(message, code="unknown_url")
 
@@ -246,7 +275,7 @@ class ProxyApp:
             # client's SDK raises, never a silent end that reads like a whole answer.
             error = shutdown.ServerStopping("The gateway is restarting; the stream was cut short.")
             record.error_type, record.error_code = error.type, error.code
-            await send({"type": "http.response.body", "body": error_event(error), "more_body": True})
+            await send({"type": "http.response.body", "body": response.error_frame(error), "more_body": True})
             await send({"type": "http.response.body", "body": b""})
             hand_over(request)
 

@@ -45,7 +45,7 @@ def charges_for(ctx: "ProxyContext", now: datetime) -> Charges:
     rate(Scope.API_KEY, key.id, "requests", _first(own, default, "rpm"), 1)
     if team_rates is not None:
         rate(Scope.TEAM, team_id, "requests", team_rates.rpm, 1)
-    if ctx.endpoint.name != "models":  # the model list costs nothing but a request
+    if ctx.endpoint.costs:  # the model list, a stored Response's read: nothing but a request
         key_tpm = _first(own, default, "tpm")
         team_tpm = team_rates.tpm if team_rates is not None else None
         in_force = [

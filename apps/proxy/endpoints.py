@@ -6,13 +6,28 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from apps.core.errors import InvalidRequest, NotFound
+from apps.catalog.selectors import DeploymentSnapshot
+from apps.conversations import services as conversations
+from apps.conversations.turns import StoredTurn
+from apps.core.errors import GatewayError, InvalidRequest, NotFound
 
 from .adapters import adapter_for
-from .adapters.base import Adapter, Completion, Target, UpstreamRequest, dumps
+from .adapters.base import (
+    Adapter,
+    Completion,
+    StreamTranslator,
+    Target,
+    UpstreamRequest,
+    dumps,
+    loads_object,
+    named_sse,
+)
 from .answers import Answer, StreamOutcome
+from .bridges import responses_chat
 from .config import model_object
-from .forwarding import Forwarder
+from .conversing import CONVERSATION
+from .errors import error_event
+from .forwarding import CLIENT_CAUSED, Forwarder
 from .http import ProxyRequest
 from .routing import (
     Candidate,
@@ -22,7 +37,7 @@ from .routing import (
     plan_attempts,
     refuse_unallowed_model,
 )
-from .validation import json_object, validate_chat, validate_embeddings
+from .validation import json_object, validate_chat, validate_embeddings, validate_responses
 
 if TYPE_CHECKING:
     from .pipeline import ProxyContext
@@ -34,6 +49,7 @@ class Endpoint(ABC):
     streams = False  # whether `stream: true` is honoured
     templated = False  # whether a body may name a stored prompt (templating.py)
     cacheable = True  # an answer the upstream gives is a cache "miss" (else "bypass")
+    costs = True  # counted against budgets and tokens-per-minute limits (else only as a request)
 
     def read(self, request: ProxyRequest) -> dict[str, Any]:
         body = json_object(request)
@@ -44,6 +60,14 @@ class Endpoint(ABC):
     @abstractmethod
     async def answer(self, ctx: "ProxyContext") -> Answer:
         """The answer when no stage gave one."""
+
+    def stream_end(self) -> bytes:
+        """What a whole stream ends with, after the cost comment (chat completions' ``[DONE]``)."""
+        return b"data: [DONE]\n\n"
+
+    def stream_error(self, error: GatewayError, outcome: StreamOutcome) -> bytes:
+        """The event a stream that failed ends with, in the endpoint's format."""
+        return error_event(error)
 
 
 class UpstreamEndpoint(Endpoint):
@@ -81,7 +105,7 @@ class ChatCompletions(UpstreamEndpoint):
             lambda adapter, target: adapter.chat_request(
                 target, body, stream=True, client_wants_usage=wants_usage
             ),
-            client_wants_usage=wants_usage,
+            lambda adapter, target: adapter.stream_translator(target, client_wants_usage=wants_usage),
         )
         outcome = StreamOutcome()
         return Answer.streamed(stream.frames(outcome), outcome)
@@ -91,6 +115,157 @@ class ChatCompletions(UpstreamEndpoint):
 
     def upstream_answer(self, adapter: Adapter, target: Target, payload: bytes) -> Completion:
         return adapter.chat_completion(target, payload)
+
+
+class Responses(Endpoint):
+    """OpenAI's Responses API: passed through to upstreams that serve it, bridged over chat
+    completions for the others (bridges/responses_chat.py), the answer in OpenAI's shapes either way."""
+
+    name = "responses"
+    validate = staticmethod(validate_responses)
+    streams = True
+    cacheable = False
+
+    async def answer(self, ctx: "ProxyContext") -> Answer:
+        body = ctx.body
+        response_id = responses_chat.new_id("resp")
+        conversation = ctx.state(CONVERSATION)
+        pinned = conversation is not None and conversation.pinned_key_id is not None
+        forwarder = Forwarder(
+            ctx.record,
+            self.candidates(ctx),
+            ctx.request.started,
+            # Only the pinned upstream knows the previous response: its 404 is the client's answer.
+            client_caused=CLIENT_CAUSED | {404} if pinned else CLIENT_CAUSED,
+        )
+        stream = ctx.stream
+        if conversation is not None and conversation.previous is not None and conversation.replayed:
+            # Replayed by the gateway: the Response still says which one it continues.
+            echoed = {**body, "previous_response_id": conversation.previous.response_id}
+        else:
+            echoed = body
+
+        def request(adapter: Adapter, target: Target) -> UpstreamRequest:
+            if conversation is not None:
+                conversation.answered_by = target  # the last attempt's is the one that answered
+            if target.speaks_responses:
+                return adapter.responses_request(target, body)
+            chat = responses_chat.chat_request(body, provider=target.provider)
+            return adapter.chat_request(target, chat, stream=stream, client_wants_usage=False)
+
+        if not stream:
+
+            def answer(adapter: Adapter, target: Target, payload: bytes) -> Completion:
+                if target.speaks_responses:
+                    return adapter.responses_answer(target, payload)
+                completion = adapter.chat_completion(target, payload)
+                response = responses_chat.response_from_chat(
+                    loads_object(completion.body), echoed, response_id=response_id, usage=completion.usage
+                )
+                return Completion(body=dumps(response), usage=completion.usage, model=completion.model)
+
+            completion = await forwarder.complete(request, answer)
+            return Answer(body=completion.body, usage=completion.usage)
+
+        def translator(adapter: Adapter, target: Target) -> StreamTranslator:
+            if target.speaks_responses:
+                return adapter.responses_stream_translator(target)
+            chat = adapter.stream_translator(target, client_wants_usage=False)
+            return responses_chat.ResponsesOverChat(chat, echoed, response_id=response_id)
+
+        opened = await forwarder.open_stream(request, translator)
+        outcome = StreamOutcome()
+        return Answer.streamed(opened.frames(outcome), outcome)
+
+    def candidates(self, ctx: "ProxyContext") -> list[Candidate]:
+        candidates = plan_attempts(ctx.config, ctx.body["model"], ctx.regions)
+        conversation = ctx.state(CONVERSATION)
+        pinned = conversation.pinned_key_id if conversation is not None else None
+        if pinned is None:
+            return candidates
+        # A response the upstream made is known to that upstream only: the key that made it answers.
+        held = [candidate for candidate in candidates if candidate.key.id == pinned]
+        if not held:
+            raise InvalidRequest(
+                f"The previous response was made through provider key {pinned}, which holds it and "
+                f"does not serve '{ctx.body['model']}' for this request: continue with a model that "
+                "key serves, or send the conversation's items as input.",
+                code="previous_response_unavailable",
+                param="previous_response_id",
+            )
+        return held
+
+    def stream_end(self) -> bytes:
+        return b""  # response.completed ends it: OpenAI sends no [DONE] after a Response stream
+
+    def stream_error(self, error: GatewayError, outcome: StreamOutcome) -> bytes:
+        payload = {
+            "type": "error",
+            "sequence_number": outcome.sequence,
+            "code": error.code,
+            "message": error.message,
+            "param": error.param,
+        }
+        return named_sse("error", dumps(payload))
+
+
+class StoredResponseEndpoint(Endpoint):
+    """``GET``, ``DELETE`` or ``POST .../cancel`` of one Response the organization stored
+    (``/v1/responses/{id}``): answered from the gateway's store for a bridged one, by the upstream
+    that holds it for a native one. Another organization's reads as one that does not exist."""
+
+    cacheable = False
+    costs = False
+
+    def __init__(self, name: str, action: str) -> None:
+        self.name, self.action = name, action
+
+    def read(self, request: ProxyRequest) -> dict[str, Any]:
+        return {}  # what to do is in the path and the method
+
+    async def answer(self, ctx: "ProxyContext") -> Answer:
+        response_id = ctx.request.resource or ""
+        organization_id = ctx.config.organization_id
+        turn = (await conversations.recall(organization_id, [response_id])).get(response_id)
+        if turn is None:
+            raise NotFound(f"Response with id '{response_id}' not found.", code="response_not_found")
+        if turn.native:
+            return await self._at_upstream(ctx, turn)
+        if self.action == "retrieve":
+            return Answer(body=dumps(turn.response))
+        if self.action == "delete":
+            await conversations.forget(organization_id, response_id)
+            return Answer(body=dumps({"id": response_id, "object": "response", "deleted": True}))
+        raise InvalidRequest(
+            "Only background responses can be cancelled.", code="invalid_request", param=None
+        )
+
+    async def _at_upstream(self, ctx: "ProxyContext", turn: StoredTurn) -> Answer:
+        key = next(
+            (
+                key
+                for keys in ctx.config.keys_by_provider.values()
+                for key in keys
+                if key.id == turn.provider_key_id
+            ),
+            None,
+        )
+        if key is None:
+            raise NotFound(
+                f"Response with id '{turn.response_id}' is held by a provider key this organization no "
+                "longer has.",
+                code="response_not_found",
+            )
+        candidate = Candidate(alias=None, deployment=DeploymentSnapshot(key.provider, turn.model), key=key)
+        completion = await Forwarder(
+            ctx.record, [candidate], ctx.request.started, retry=False, client_caused=CLIENT_CAUSED | {404}
+        ).complete(
+            lambda adapter, target: adapter.response_resource_request(target, turn.response_id, self.action),
+            lambda adapter, target, payload: Completion(body=payload, usage=None, model=target.model),
+        )
+        if self.action == "delete":
+            await conversations.forget(turn.organization_id, turn.response_id)
+        return Answer(body=completion.body)
 
 
 class Embeddings(UpstreamEndpoint):
@@ -119,6 +294,7 @@ class ModelList(Endpoint):
 
     name = "models"
     cacheable = False
+    costs = False
 
     def read(self, request: ProxyRequest) -> dict[str, Any]:
         return {}  # a GET: there is no body to read
@@ -133,6 +309,7 @@ class ModelRetrieve(Endpoint):
 
     name = "models"
     cacheable = False
+    costs = False
 
     def read(self, request: ProxyRequest) -> dict[str, Any]:
         return {}
@@ -155,6 +332,10 @@ class ModelRetrieve(Endpoint):
 
 
 chat_completions = ChatCompletions()
+responses = Responses()
+response_retrieve = StoredResponseEndpoint("responses.retrieve", "retrieve")
+response_delete = StoredResponseEndpoint("responses.delete", "delete")
+response_cancel = StoredResponseEndpoint("responses.cancel", "cancel")
 embeddings = Embeddings()
 models = ModelList()
 model = ModelRetrieve()

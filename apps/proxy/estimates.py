@@ -25,7 +25,9 @@ from .routing import resolve_model
 MESSAGE_OVERHEAD_TOKENS = 8
 # An image or audio part, whatever its size: a 2048 x 2048 image at high detail is 1,105 tokens at OpenAI.
 MEDIA_PART_TOKENS = 2_000
-MEDIA_TYPES = frozenset({"image_url", "input_audio", "image", "file"})
+MEDIA_TYPES = frozenset(
+    {"image_url", "input_audio", "image", "file", "input_image", "input_file", "document"}
+)
 NANOS_PER_USD = Decimal(10**9)
 
 
@@ -43,6 +45,8 @@ def estimate(endpoint_name: str, body: dict[str, Any]) -> Estimate:
     if endpoint_name == "embeddings":
         input_bytes, chars, media = _input_size(body.get("input"))
         return Estimate(input_bytes, 0, True, -(-chars // 4) + media)
+    if endpoint_name == "responses":
+        return _responses_estimate(body)
     input_bytes, chars, media = 0, 0, 0
     for message in body.get("messages") or ():
         size, message_chars, message_media = _input_size(message)
@@ -62,6 +66,31 @@ def estimate(endpoint_name: str, body: dict[str, Any]) -> Estimate:
         output_is_bounded=requested is not None,
         rate_tokens=-(-chars // 4) + media + (requested or 0) * choices,
     )
+
+
+def _responses_estimate(body: dict[str, Any]) -> Estimate:
+    """A Responses request reads its instructions, input items, tools and text format; its output is
+    bounded by ``max_output_tokens``. Earlier turns a ``previous_response_id`` brings are not in the
+    body: what they add is corrected by the real count after the answer."""
+    items = body.get("input")
+    input_bytes, chars, media = _input_size(
+        [body.get("instructions"), items, body.get("tools"), body.get("text")]
+    )
+    if isinstance(items, list):
+        input_bytes += MESSAGE_OVERHEAD_TOKENS * len(items)
+    requested = body.get("max_output_tokens")
+    output = requested or settings.GATEWAY_BUDGET_DEFAULT_MAX_TOKENS
+    return Estimate(
+        input_bound=input_bytes + media,
+        output_bound=output,
+        output_is_bounded=requested is not None,
+        rate_tokens=-(-chars // 4) + media + (requested or 0),
+    )
+
+
+def text_chars(value: Any) -> int:
+    """The characters of the text in ``value``, at any depth (media parts aside)."""
+    return _input_size(value)[1]
 
 
 def _input_size(value: Any) -> tuple[int, int, int]:

@@ -32,7 +32,7 @@ from django.conf import settings
 from apps.audit.records import Attempt, RequestRecord
 from apps.core.errors import GatewayError
 
-from .adapters import adapter_for
+from .adapters import SPEAK_RESPONSES, adapter_for
 from .adapters.base import (
     Adapter,
     Completion,
@@ -46,7 +46,7 @@ from .http import NestedTooDeeply
 from .routing import Candidate, NoCandidate
 from .runtime import runtime
 from .scrubbing import scrub_error
-from .upstream import post
+from .upstream import post, send
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +89,7 @@ def target_for(candidate: Candidate) -> Target:
         model=candidate.deployment.upstream_model,
         api_version=key.api_version,
         supports_stream_usage=key.supports_stream_usage,
+        speaks_responses=key.provider in SPEAK_RESPONSES,
     )
 
 
@@ -137,11 +138,20 @@ class Forwarder:
     """Tries the planned candidates in order for one request, recording each attempt."""
 
     def __init__(
-        self, record: RequestRecord, candidates: list[Candidate], started: float, *, retry: bool = True
+        self,
+        record: RequestRecord,
+        candidates: list[Candidate],
+        started: float,
+        *,
+        retry: bool = True,
+        client_caused: frozenset[int] = CLIENT_CAUSED,
     ) -> None:
         self.record = record
         self.candidates = candidates
         self.retry = retry  # False where a failure is better skipped at once (the L3 cache's embedding)
+        # Statuses the client's request caused, raised to it: a 404 too where only one upstream can
+        # know what the request names (a stored Response).
+        self.client_caused = client_caused
         self.deadline = started + settings.GATEWAY_REQUEST_DEADLINE_SECONDS
         self.last_failure: _Failure | None = None
         self._next = 0  # the index of the next candidate
@@ -304,7 +314,8 @@ class Forwarder:
             candidate: Candidate, adapter: Adapter, target: Target, upstream: UpstreamRequest, timing: _Timing
         ) -> Completion | None:
             try:
-                async with post(
+                async with send(
+                    upstream.method,
                     upstream.url,
                     data=upstream.body,
                     headers=upstream.headers,
@@ -333,9 +344,12 @@ class Forwarder:
         return await self._first_answer(build, attempt)
 
     async def open_stream(
-        self, build: Callable[[Adapter, Target], UpstreamRequest], client_wants_usage: bool
+        self,
+        build: Callable[[Adapter, Target], UpstreamRequest],
+        translator_for: Callable[[Adapter, Target], StreamTranslator],
     ) -> "OpenStream":
-        """A stream from the first candidate that sends a first chunk; failures before it fail over."""
+        """A stream from the first candidate that sends a first chunk; failures before it fail over.
+        ``translator_for`` makes what turns the chosen upstream's events into the client's frames."""
 
         async def attempt(
             candidate: Candidate, adapter: Adapter, target: Target, upstream: UpstreamRequest, timing: _Timing
@@ -357,7 +371,7 @@ class Forwarder:
                             candidate, adapter, status, payload, response.headers, timing.began
                         )
                         return None
-                    translator = adapter.stream_translator(target, client_wants_usage=client_wants_usage)
+                    translator = translator_for(adapter, target)
                     events = sse_events(response.content)
                     first = await _first_frames(events, translator)
             except TimeoutError as error:
@@ -420,7 +434,7 @@ class Forwarder:
     ) -> None:
         """An answer that is not a 2xx: the client's own fault is raised to it (no failover), anything
         else is a failure of this attempt."""
-        if status in CLIENT_CAUSED:
+        if status in self.client_caused:
             raise self._refused(candidate, adapter, status, payload, began)
         retry_after = _retry_after(headers) if status == 429 else None
         failure = _status_failure(adapter, status, payload, headers)
@@ -469,6 +483,7 @@ class OpenStream:
         finally:
             self.close()
             outcome.usage, outcome.output_chars = translator.usage, translator.output_chars
+            outcome.sequence = translator.sequence
 
 
 async def _first_frames(events: AsyncIterator[tuple[str, str]], translator: StreamTranslator) -> list[bytes]:

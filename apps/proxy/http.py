@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from apps.audit.records import RequestRecord
-from apps.core.errors import InvalidRequest, PayloadTooLarge
+from apps.core.errors import GatewayError, InvalidRequest, PayloadTooLarge
+
+from .errors import error_event
 
 if TYPE_CHECKING:
     from .settling import Settlement
@@ -130,6 +132,8 @@ class ProxyStream:
     chunks: AsyncGenerator[bytes, None]
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
+    # The event that ends the stream when the gateway must cut it, in its endpoint's format.
+    error_frame: Callable[[GatewayError], bytes] = error_event
 
 
 def decode_headers(raw_headers: list[tuple[bytes, bytes]]) -> dict[str, str]:

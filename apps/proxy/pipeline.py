@@ -36,7 +36,7 @@ from .auth import AuthenticatedKey
 from .caller import Caller, reconfigured
 from .charges import charges_for
 from .config import OrganizationConfig
-from .errors import StreamInterrupted, error_event
+from .errors import StreamInterrupted
 from .experimenting import assigned_body
 from .http import ProxyRequest, ProxyResponse, ProxyStream
 from .limit_refusals import LimitsUnavailable
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 # prompt templates: a templated body is rendered in ``begin`` (templating.py), before admission,
 # so budgets, policies and the cache all see the body that goes upstream.
 SLOTS = (
+    "conversation",  # replay or pin a stored Responses conversation; keep the turn after it
     "policies",  # block or redact the request; redact the answer
     "cache",  # answer from the cache (l1, l2, l3); store the answer after it
     "cost",  # prices the answer; innermost, so an answer no upstream gave costs nothing
@@ -230,7 +231,12 @@ async def run(endpoint: "Endpoint", request: ProxyRequest, caller: Caller) -> Pr
         outcome = answer.outcome if answer.outcome is not None else StreamOutcome()
         hooks = plan.chunk_hooks[answered_at], plan.end_hooks[answered_at]
         chunks = relay(ctx, answer.chunks, outcome, *hooks)
-        return ProxyStream(chunks=chunks, status=answer.status, headers=answer.headers)
+        return ProxyStream(
+            chunks=chunks,
+            status=answer.status,
+            headers=answer.headers,
+            error_frame=lambda error: endpoint.stream_error(error, outcome),
+        )
     for after in plan.afters[answered_at]:
         await after(ctx, answer)
     return ProxyResponse(status=answer.status, body=answer.body, headers=answer.headers)
@@ -344,9 +350,9 @@ async def relay(
         for end in end_hooks:
             await end(ctx, outcome)
     if outcome.failure is None:
-        yield f": {header_names().cost}={record.cost_usd:f}\n\n".encode() + b"data: [DONE]\n\n"
+        yield f": {header_names().cost}={record.cost_usd:f}\n\n".encode() + ctx.endpoint.stream_end()
         return
     error = StreamInterrupted(outcome.failure)
     record.error_type, record.error_code = error.type, error.code
     if not outcome.failure_sent:
-        yield error_event(error)
+        yield ctx.endpoint.stream_error(error, outcome)

@@ -8,12 +8,19 @@ The policies are compiled once per configuration generation (``OrganizationConfi
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from apps.core.errors import GatewayError
 from apps.events.publish import EventType, raise_event
-from apps.policies.engine import Decision, ResponseRedactor, StreamRedaction, UnreadableInput
+from apps.policies.engine import (
+    Decision,
+    ResponseRedactor,
+    ResponsesStreamRedaction,
+    StreamRedaction,
+    UnreadableInput,
+)
 
 from .answers import Answer, StreamOutcome
 from .pipeline import ProxyContext, Stage, StageState
@@ -38,7 +45,7 @@ class AnswerRedaction:
     """The policies stage's state: what redacts a chat answer, and a stream's redaction under way."""
 
     redactor: ResponseRedactor
-    stream: StreamRedaction | None = None
+    stream: StreamRedaction | ResponsesStreamRedaction | None = None
 
 
 REDACTION: StageState[AnswerRedaction] = StageState("policies")
@@ -46,7 +53,7 @@ REDACTION: StageState[AnswerRedaction] = StageState("policies")
 
 class ApplyPolicies(Stage):
     slot = "policies"
-    endpoints = frozenset({"chat.completions", "embeddings"})
+    endpoints = frozenset({"chat.completions", "embeddings", "responses"})
 
     async def before(self, ctx: ProxyContext) -> Answer | None:
         engine = ctx.config.policies
@@ -76,10 +83,11 @@ class ApplyPolicies(Stage):
             # What the audit log keeps: the redacted body, never the original.
             ctx.request.body = json.dumps(verdict.body, ensure_ascii=False, separators=(",", ":")).encode()
             _announce(ctx, EventType.POLICY_REDACTED, verdict.decisions)
-        if ctx.endpoint.name == "chat.completions":
+        if ctx.endpoint.name in ANSWER_TEXTS:
             redactor = engine.response_redactor(model=model, team_id=team_id, api_key_id=ctx.key.id)
             if redactor is not None:
-                ctx.keep(REDACTION, AnswerRedaction(redactor, redactor.stream() if ctx.stream else None))
+                stream = redactor.stream(ctx.endpoint.name) if ctx.stream else None
+                ctx.keep(REDACTION, AnswerRedaction(redactor, stream))
         return None
 
     async def after(self, ctx: ProxyContext, answer: Answer) -> None:
@@ -92,14 +100,11 @@ class ApplyPolicies(Stage):
         except ValueError:
             return
         found: list[Decision] = []
-        for choice in body.get("choices") or ():
-            message = choice.get("message") if isinstance(choice, dict) else None
-            content = message.get("content") if isinstance(message, dict) else None
-            if isinstance(message, dict) and isinstance(content, str) and content:
-                redacted, decisions = redactor.redact_text(content)
-                if decisions:
-                    message["content"] = redacted
-                    found += decisions
+        for holder, field in ANSWER_TEXTS[ctx.endpoint.name](body):
+            redacted, decisions = redactor.redact_text(holder[field])
+            if decisions:
+                holder[field] = redacted
+                found += decisions
         if found:
             answer.body = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
             _record_answer_decisions(ctx, found)
@@ -114,6 +119,34 @@ class ApplyPolicies(Stage):
         stream = redaction.stream if redaction is not None else None
         if stream is not None and stream.decisions:
             _record_answer_decisions(ctx, list(stream.decisions))
+
+
+def _chat_texts(body: Any) -> Iterator[tuple[dict, str]]:
+    """(object, key) of each text of a chat completion: its choices' message content."""
+    for choice in body.get("choices") or () if isinstance(body, dict) else ():
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if isinstance(message, dict) and isinstance(message.get("content"), str) and message["content"]:
+            yield message, "content"
+
+
+def _response_texts(body: Any) -> Iterator[tuple[dict, str]]:
+    """(object, key) of each text of a Response: its output messages' ``output_text`` parts."""
+    for item in body.get("output") or () if isinstance(body, dict) else ():
+        content = item.get("content") if isinstance(item, dict) else None
+        for part in content if isinstance(content, list) else ():
+            if (
+                isinstance(part, dict)
+                and part.get("type") == "output_text"
+                and isinstance(part.get("text"), str)
+            ):
+                yield part, "text"
+
+
+# The endpoints whose answers policies redact, and where each answer's texts are.
+ANSWER_TEXTS: dict[str, Callable[[Any], Iterator[tuple[dict, str]]]] = {
+    "chat.completions": _chat_texts,
+    "responses": _response_texts,
+}
 
 
 def _record_answer_decisions(ctx: ProxyContext, decisions: list[Decision]) -> None:

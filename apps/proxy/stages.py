@@ -7,6 +7,8 @@ from apps.catalog.pricing import Usage, cost_usd
 
 from .answers import Answer, StreamOutcome
 from .caching import ServeFromCache
+from .conversing import ContinueConversation
+from .estimates import text_chars
 from .pipeline import ProxyContext, Stage, register
 from .policing import ApplyPolicies
 
@@ -16,7 +18,7 @@ class SettleCost(Stage):
     reconcile recomputes it with). In the innermost slot: an answer no upstream gave costs nothing."""
 
     slot = "cost"
-    endpoints = frozenset({"chat.completions", "embeddings"})
+    endpoints = frozenset({"chat.completions", "embeddings", "responses"})
 
     async def after(self, ctx: ProxyContext, answer: Answer) -> None:
         settle_cost(ctx, answer.usage)
@@ -42,10 +44,14 @@ def settle_cost(ctx: ProxyContext, usage: Usage | None) -> None:
 
 def estimate_usage(body: dict[str, Any], output_chars: int) -> Usage:
     """About four characters a token: for upstreams that report no usage, marked estimated."""
-    prompt_chars = sum(len(str(message.get("content") or "")) for message in body.get("messages", ()))
+    if "messages" in body:
+        prompt_chars = sum(len(str(message.get("content") or "")) for message in body["messages"])
+    else:  # a Responses request
+        prompt_chars = text_chars([body.get("instructions"), body.get("input")])
     return Usage(input_tokens=-(-prompt_chars // 4), output_tokens=-(-output_chars // 4), estimated=True)
 
 
+register(ContinueConversation())
 register(ApplyPolicies())
 register(ServeFromCache())
 register(SettleCost())

@@ -4,7 +4,7 @@ aiohttp rather than httpx on the hot path, by measurement (docs/benchmarks.md an
 a bare forwarder under Daphne does about 240 requests/s with httpx's default transport and 1,790
 with aiohttp). Every connection goes to an address checked by ``CheckedResolver``, so a provider
 key's base URL cannot be turned against the gateway's own network by DNS. Every call goes through
-``post``, which never follows a redirect: a redirect to an IP literal would skip the resolver, and
+``send`` (``post``), which never follows a redirect: a redirect to an IP literal would skip the resolver, and
 aiohttp would carry the body and the ``api-key``/``x-api-key`` headers to the new host.
 """
 
@@ -72,7 +72,14 @@ def session() -> aiohttp.ClientSession:
 
 def post(url: str, *, data: bytes, headers: dict[str, str], timeout: aiohttp.ClientTimeout):
     """An upstream POST (use with ``async with`` or ``await``); a 3xx comes back as the answer."""
-    return session().post(url, data=data, headers=headers, timeout=timeout, allow_redirects=False)
+    return send("POST", url, data=data, headers=headers, timeout=timeout)
+
+
+def send(method: str, url: str, *, data: bytes, headers: dict[str, str], timeout: aiohttp.ClientTimeout):
+    """An upstream request of any method, as ``post``."""
+    return session().request(
+        method, url, data=data or None, headers=headers, timeout=timeout, allow_redirects=False
+    )
 
 
 async def close_sessions() -> None:

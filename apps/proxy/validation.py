@@ -77,6 +77,45 @@ def validate_chat(body: dict[str, Any]) -> None:
         raise InvalidRequest("'temperature' must be a number.", code="invalid_type", param="temperature")
 
 
+def _check_stream(body: dict[str, Any]) -> None:
+    if "stream" in body and body["stream"] is not None and not isinstance(body["stream"], bool):
+        raise InvalidRequest("'stream' must be a boolean.", code="invalid_type", param="stream")
+
+
+def _check_positive_ints(body: dict[str, Any], *names: str) -> None:
+    for name in names:
+        value = body.get(name)
+        if value is not None and (not _is_int(value) or value < 1):
+            raise InvalidRequest(f"'{name}' must be a positive integer.", code="invalid_type", param=name)
+
+
+def _check_number(body: dict[str, Any], name: str) -> None:
+    value = body.get(name)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+        raise InvalidRequest(f"'{name}' must be a number.", code="invalid_type", param=name)
+
+
+def validate_responses(body: dict[str, Any]) -> None:
+    """OpenAI's Responses API: what the gateway itself reads (the model, the input, streaming, the
+    conversation's state); the items are read by the bridge where one is needed, and by OpenAI."""
+    require_model(body)
+    source = body.get("input")
+    if not isinstance(source, str | list):
+        raise InvalidRequest(
+            "'input' must be a string or an array of input items.", code="invalid_type", param="input"
+        )
+    _check_stream(body)
+    _check_positive_ints(body, "max_output_tokens")
+    _check_number(body, "temperature")
+    _check_number(body, "top_p")
+    for name in ("store", "background"):
+        if body.get(name) is not None and not isinstance(body[name], bool):
+            raise InvalidRequest(f"'{name}' must be a boolean.", code="invalid_type", param=name)
+    for name in ("previous_response_id", "instructions"):
+        if body.get(name) is not None and not isinstance(body[name], str):
+            raise InvalidRequest(f"'{name}' must be a string.", code="invalid_type", param=name)
+
+
 def _all_of(items: list[Any], kind: type) -> bool:
     # map(type) and set() run in C: 20 MiB of token ids (millions of numbers) is checked in tens of
     # milliseconds of the event loop, where a Python loop over them took over a second. The exact

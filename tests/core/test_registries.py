@@ -22,7 +22,7 @@ def test_every_registry_is_filled_by_the_app_above_it():
     assert team_memberships_end in departures.departures
     assert account_memberships_end in reclaim.releases
     assert len(password_rules.rules) == 1  # single sign-on's require_sso
-    assert {"audit", "event"} <= kinds.keys()
+    assert {"audit", "event", "stored_response"} <= kinds.keys()
     assert revocation._listeners.count(forget_revoked) == 1
 
 
@@ -33,5 +33,6 @@ def test_reencrypt_secrets_knows_every_encrypted_field():
         "two-factor authenticator": found["two-factor authenticator"],
         "provider key": ("secret_encrypted",),
         "SSO connection": ("client_secret_encrypted",),
+        "stored response": ("content_encrypted",),
         "webhook": ("secret_encrypted", "previous_secret_encrypted"),
     }

@@ -11,6 +11,9 @@ ADAPTERS: dict[str, Adapter] = {
     "anthropic": AnthropicAdapter(),
 }
 
+# Providers whose API serves OpenAI's Responses API itself; the others are bridged over chat.
+SPEAK_RESPONSES = frozenset({"openai", "azure_openai"})
+
 
 def adapter_for(provider: str) -> Adapter:
     return ADAPTERS[provider]

@@ -26,6 +26,8 @@ class Target:
     model: str  # the upstream's model id (for Azure OpenAI, the deployment name)
     api_version: str = ""
     supports_stream_usage: bool = True
+    # The upstream serves OpenAI's Responses API itself (else the proxy bridges it over chat).
+    speaks_responses: bool = False
 
 
 @dataclass(slots=True)
@@ -33,6 +35,7 @@ class UpstreamRequest:
     url: str
     headers: dict[str, str]
     body: bytes
+    method: str = "POST"
 
 
 @dataclass(slots=True)
@@ -67,6 +70,8 @@ class StreamTranslator:
         self.error: str | None = None
         # Characters of generated text seen so far, to estimate usage when the upstream reports none.
         self.output_chars = 0
+        # Events numbered so far (OpenAI Responses' sequence_number); 0 for formats without.
+        self.sequence = 0
 
     def feed(self, event: str, data: str) -> list[bytes]:
         raise NotImplementedError
@@ -89,6 +94,21 @@ class Adapter:
 
     def embeddings_request(self, target: Target, body: dict[str, Any]) -> UpstreamRequest:
         raise UpstreamProtocolError(f"{target.provider} does not serve embeddings")
+
+    # OpenAI's Responses API, where the upstream serves it (``Target.speaks_responses``): the body
+    # as the client sent it, the answer and its events passed through.
+    def responses_request(self, target: Target, body: dict[str, Any]) -> UpstreamRequest:
+        raise NotImplementedError
+
+    def responses_answer(self, target: Target, payload: bytes) -> Completion:
+        raise NotImplementedError
+
+    def responses_stream_translator(self, target: Target) -> StreamTranslator:
+        raise NotImplementedError
+
+    def response_resource_request(self, target: Target, response_id: str, action: str) -> UpstreamRequest:
+        """A stored Response at the upstream: ``retrieve`` (GET), ``delete`` or ``cancel``."""
+        raise NotImplementedError
 
     def embeddings_response(self, target: Target, payload: bytes) -> Completion:
         raise NotImplementedError
@@ -142,3 +162,9 @@ def loads_object(payload: bytes) -> dict[str, Any]:
 
 def sse(payload: Any) -> bytes:
     return b"data: " + dumps(payload) + b"\n\n"
+
+
+def named_sse(name: str, data: bytes) -> bytes:
+    """A server-sent event with its name (``event:``), as OpenAI's Responses and Anthropic's
+    Messages streams send each."""
+    return b"event: " + name.encode() + b"\ndata: " + data + b"\n\n"

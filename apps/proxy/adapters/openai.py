@@ -22,6 +22,7 @@ from .base import (
     UpstreamRequest,
     dumps,
     loads_object,
+    named_sse,
     sse,
 )
 
@@ -107,6 +108,86 @@ class OpenAIStreamTranslator(StreamTranslator):
             self.output_chars += len(match.group(1))
 
 
+def usage_from_responses(usage: Any) -> Usage | None:
+    """The usage of a Response (OpenAI's Responses API counts input and output tokens)."""
+    if not isinstance(usage, dict):
+        return None
+    input_details = usage.get("input_tokens_details") or {}
+    output_details = usage.get("output_tokens_details") or {}
+    return Usage(
+        input_tokens=_count(usage.get("input_tokens")),
+        output_tokens=_count(usage.get("output_tokens")),
+        cached_input_tokens=_count(input_details.get("cached_tokens")),
+        reasoning_tokens=_count(output_details.get("reasoning_tokens")),
+    )
+
+
+# The events that end a Response stream, each carrying the whole Response (its usage included).
+RESPONSE_ENDS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+_SEQUENCE = re.compile(r'"sequence_number":(\d+)')
+_TEXT_DELTA = re.compile(r'"delta":"((?:[^"\\]|\\.)*)"')
+
+
+class ResponsesStreamTranslator(StreamTranslator):
+    """OpenAI's Responses events are what the client wants: forwarded with their names, read only
+    for the Response that ends them (usage, model) and for errors, which are rebuilt scrubbed."""
+
+    def feed(self, event: str, data: str) -> list[bytes]:
+        if data == "[DONE]":
+            self.finished = True
+            return []
+        if event and event not in RESPONSE_ENDS and event != "error":
+            if event == "response.output_text.delta" and (match := _TEXT_DELTA.search(data)):
+                self.output_chars += len(match.group(1))
+            if match := _SEQUENCE.search(data):
+                self.sequence = int(match.group(1)) + 1
+            return [named_sse(event, data.encode())]
+        try:
+            payload = json.loads(data)
+        except (ValueError, RecursionError) as error:
+            raise UpstreamProtocolError("the upstream sent an event that is not JSON") from error
+        if not isinstance(payload, dict) or not isinstance(payload.get("type"), str):
+            raise UpstreamProtocolError("the upstream sent an event without its type")
+        kind = payload["type"]
+        if isinstance(sequence := payload.get("sequence_number"), int):
+            self.sequence = sequence + 1
+        if kind == "error":
+            self.error = scrub_error(
+                str(payload.get("message") or "The upstream failed."), self.target.secret
+            )
+            code = payload.get("code")
+            payload = {
+                "type": "error",
+                "sequence_number": payload.get("sequence_number"),
+                "code": scrub_error(code, self.target.secret, ERROR_FIELD_LIMIT)
+                if isinstance(code, str)
+                else None,
+                "message": self.error,
+                "param": None,
+            }
+            return [named_sse(kind, dumps(payload))]
+        if kind in RESPONSE_ENDS:
+            return [named_sse(kind, dumps(self._ended(kind, payload)))]
+        return [named_sse(kind, data.encode())]
+
+    def _ended(self, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+        self.finished = True
+        response = payload.get("response")
+        if not isinstance(response, dict):
+            raise UpstreamProtocolError(f"the upstream's {kind} event has no response")
+        self.usage = usage_from_responses(response.get("usage"))
+        if isinstance(response.get("model"), str):
+            self.model = response["model"]
+        error = response.get("error")
+        if kind == "response.failed" and isinstance(error, dict):
+            message = error.get("message")
+            self.error = scrub_error(
+                message if isinstance(message, str) else "The upstream failed.", self.target.secret
+            )
+            response["error"] = {**error, "message": self.error}
+        return payload
+
+
 class OpenAIAdapter(Adapter):
     def headers(self, target: Target) -> dict[str, str]:
         return {"authorization": f"Bearer {target.secret}", "content-type": "application/json"}
@@ -139,6 +220,37 @@ class OpenAIAdapter(Adapter):
     def stream_translator(self, target: Target, *, client_wants_usage: bool) -> StreamTranslator:
         return OpenAIStreamTranslator(target, client_wants_usage=client_wants_usage)
 
+    def responses_request(self, target: Target, body: dict[str, Any]) -> UpstreamRequest:
+        return UpstreamRequest(
+            url=self.responses_url(target),
+            headers=self.headers(target),
+            body=dumps({**body, "model": target.model}),
+        )
+
+    def responses_url(self, target: Target) -> str:
+        return self.url(target, "responses")
+
+    def responses_answer(self, target: Target, payload: bytes) -> Completion:
+        parsed = loads_object(payload)
+        if not isinstance(parsed.get("output"), list):
+            raise UpstreamProtocolError("the upstream's response has no output")
+        model = found if isinstance(found := parsed.get("model"), str) else target.model
+        return Completion(body=payload, usage=usage_from_responses(parsed.get("usage")), model=model)
+
+    def responses_stream_translator(self, target: Target) -> StreamTranslator:
+        return ResponsesStreamTranslator(target, client_wants_usage=True)
+
+    def response_resource_request(self, target: Target, response_id: str, action: str) -> UpstreamRequest:
+        base, _, query = self.responses_url(target).partition("?")
+        url = f"{base}/{quote(response_id, safe='')}" + ("/cancel" if action == "cancel" else "")
+        method = {"retrieve": "GET", "delete": "DELETE", "cancel": "POST"}[action]
+        headers = self.headers(target)
+        if method != "POST":
+            headers.pop("content-type", None)
+        return UpstreamRequest(
+            url=url + (f"?{query}" if query else ""), headers=headers, body=b"", method=method
+        )
+
     def embeddings_request(self, target: Target, body: dict[str, Any]) -> UpstreamRequest:
         return UpstreamRequest(
             url=self.url(target, "embeddings"),
@@ -169,3 +281,7 @@ class AzureOpenAIAdapter(OpenAIAdapter):
             f"{target.base_url}/openai/deployments/{quote(target.model, safe='')}/{endpoint}"
             f"?api-version={quote(target.api_version)}"
         )
+
+    def responses_url(self, target: Target) -> str:
+        # Azure serves the Responses API on its v1 path, the deployment named as the model.
+        return f"{target.base_url}/openai/v1/responses"

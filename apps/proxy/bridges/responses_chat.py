@@ -12,6 +12,7 @@ stream helpers read (``response.created`` ... ``response.completed``, numbered b
 ``sequence_number``).
 """
 
+import json
 import time
 import uuid
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 from apps.catalog.pricing import Usage
 from apps.core.errors import InvalidRequest
 
-from ..adapters.base import dumps
+from ..adapters.base import StreamTranslator, UpstreamProtocolError, dumps
 
 # Fields that ask nothing of the upstream's answer, or that the gateway itself honours: never sent.
 GATEWAY_FIELDS = frozenset(
@@ -321,6 +322,12 @@ def _response_format(text: Any) -> dict[str, Any] | None:
     )
 
 
+def _of(mapping: dict[str, Any], name: str, kind: type, default: Any) -> Any:
+    """``mapping[name]`` if it is a ``kind`` (a bool is no int), else ``default``."""
+    value = mapping.get(name)
+    return value if isinstance(value, kind) and not isinstance(value, bool) else default
+
+
 def _list(value: Any, param: str) -> list[Any]:
     if not isinstance(value, list):
         raise _refuse(param, f"'{param}' must be an array.", "invalid_type")
@@ -418,19 +425,18 @@ def response_from_chat(
     chat: dict[str, Any], request: dict[str, Any], *, response_id: str, usage: Usage | None
 ) -> dict[str, Any]:
     """The Response for ``request`` whose answer is ``chat`` (a ``chat.completion``)."""
-    choices = chat.get("choices") or [{}]
+    choices = _of(chat, "choices", list, [{}]) or [{}]
     choice = choices[0] if isinstance(choices[0], dict) else {}
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
-    created = chat.get("created")
+    message = _of(choice, "message", dict, {})
     response = response_shell(
         request,
         response_id=response_id,
-        model=chat.get("model") if isinstance(chat.get("model"), str) else request["model"],
-        created_at=created if isinstance(created, int) else int(time.time()),
+        model=_of(chat, "model", str, request["model"]),
+        created_at=_of(chat, "created", int, int(time.time())),
     )
     output = response["output"]
-    text = message.get("content") if isinstance(message.get("content"), str) else ""
-    refusal = message.get("refusal") if isinstance(message.get("refusal"), str) else None
+    text = _of(message, "content", str, "")
+    refusal = _of(message, "refusal", str, None)
     if text or refusal:
         output.append(message_item(new_id("msg"), text, refusal=refusal))
     for call in message.get("tool_calls") or ():
@@ -492,7 +498,7 @@ class ResponseEvents:
         for choice in chunk.get("choices") or ():
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
-            delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+            delta = _of(choice, "delta", dict, {})
             content = delta.get("content")
             if isinstance(content, str) and content:
                 frames += self._text_delta(content)
@@ -546,7 +552,7 @@ class ResponseEvents:
     def _call_delta(self, call: dict[str, Any]) -> list[bytes]:
         frames: list[bytes] = []
         index = call.get("index", 0)
-        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        function = _of(call, "function", dict, {})
         item = self._calls.get(index)
         if item is None:
             if self._text is not None:
@@ -642,4 +648,35 @@ class ResponseEvents:
         response["error"] = {"code": "server_error", "message": message}
         response["output"] = self.output()
         frames.append(self._event("response.failed", response=response))
+        return frames
+
+
+class ResponsesOverChat(StreamTranslator):
+    """The Responses events of an upstream's chat stream: the upstream's adapter makes chat chunks
+    of its events (``inner``), and ``ResponseEvents`` makes Responses events of those."""
+
+    def __init__(self, inner: StreamTranslator, request: dict[str, Any], *, response_id: str) -> None:
+        super().__init__(inner.target, client_wants_usage=False)
+        self.inner = inner
+        self.events = ResponseEvents(request, response_id=response_id, model=request["model"])
+
+    def feed(self, event: str, data: str) -> list[bytes]:
+        inner, events = self.inner, self.events
+        frames: list[bytes] = []
+        for frame in inner.feed(event, data):
+            try:
+                chunk = json.loads(frame[len(b"data: ") :])
+            except ValueError as error:
+                raise UpstreamProtocolError("the upstream's chunk is not JSON") from error
+            error_fields = chunk.get("error") if "choices" not in chunk else None
+            if isinstance(error_fields, dict):
+                frames += events.error(str(error_fields.get("message")), error_fields.get("code"))
+            else:
+                frames += events.chunk(chunk)
+        self.usage, self.model, self.error = inner.usage, inner.model, inner.error
+        self.output_chars = inner.output_chars
+        if inner.finished and not self.finished:
+            self.finished = True
+            frames += events.close(inner.usage)
+        self.sequence = events.sequence
         return frames

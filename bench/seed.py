@@ -50,8 +50,7 @@ def create(upstream: str) -> dict[str, str]:
     )
     model_alias_create(
         organization=organization,
-        alias=ALIAS,
-        deployments=[{"provider": "openai", "upstream_model": UPSTREAM_MODEL}],
+        data={"alias": ALIAS, "deployments": [{"provider": "openai", "upstream_model": UPSTREAM_MODEL}]},
     )
     limited, limited_secret = api_key_create(organization=organization, name="bench with limits")
     limits_set(

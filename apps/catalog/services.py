@@ -1,14 +1,24 @@
+"""Writes of the organization's model catalog: aliases with their deployments and fallbacks, price
+versions, the default price for unpriced models. Each write bumps the configuration generation, so
+every proxy worker sees it on its next request.
+
+The input's types and shapes are parsed here, by inputs.py (the API's schema too), for the API, the
+admin and the console alike; the services then check only what a schema cannot say
+(``model_alias_check``, ``model_price_check``)."""
+
 from collections.abc import Iterable, Mapping
-from decimal import Decimal
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
+from apps.core.api.serializers import validated
 from apps.core.errors import Conflict, InvalidRequest
 from apps.core.generations import bump_generation
 from apps.core.unique import unique_or_conflict
 from apps.organizations.models import Organization
 
+from .inputs import ModelAliasInputSerializer, ModelPriceInputSerializer
 from .models import DefaultPrice, Deployment, ModelAlias, ModelPrice
 from .selectors import default_price_of
 
@@ -92,42 +102,59 @@ def check_fallbacks(*, organization_id, alias: str, fallbacks: Iterable[str]) ->
         raise InvalidFallbacks(f"No such model alias: {', '.join(missing)}.")
 
 
-@transaction.atomic
-def model_alias_create(
+def model_alias_check(
     *,
-    organization: Organization,
-    alias: str,
-    deployments: Iterable[Mapping],
-    fallbacks: Iterable[str] = (),
-    description: str = "",
-    is_active: bool = True,
-) -> ModelAlias:
-    check_fallbacks(organization_id=organization.id, alias=alias, fallbacks=fallbacks)
-    with unique_or_conflict(_alias_taken(alias)):
-        model_alias = ModelAlias.objects.create(
-            organization=organization,
-            alias=alias,
-            fallbacks=list(fallbacks),
-            description=description,
-            is_active=is_active,
-        )
+    organization_id,
+    data: Mapping,
+    partial: bool = False,
+    model_alias: ModelAlias | None = None,
+) -> dict[str, Any]:
+    """``data`` (the API's body, inputs.py ``ModelAliasInputSerializer``; ``partial``: a PATCH's, only
+    the fields it names) as the alias ``model_alias`` (None: a new one) would store it, then what a
+    schema cannot say: a rename of an alias others fall back to (409 ``model_alias_in_use``),
+    fallbacks that name other aliases of the organization (``check_fallbacks``), a name taken (409
+    ``model_alias_taken``). The admin's form runs it before saving, so its page shows the refusal on
+    its field."""
+    values = dict(validated(ModelAliasInputSerializer, data, partial=partial))
+    new_alias = values.get("alias")
+    if model_alias is not None and new_alias is not None and new_alias != model_alias.alias:
+        # Fallbacks name aliases; a rename would leave them pointing at nothing.
+        _refuse_if_in_use(model_alias, "rename", aliases_falling_back_to(model_alias))
+    alias = new_alias if new_alias is not None else getattr(model_alias, "alias", None)
+    if alias is not None and (model_alias is None or "fallbacks" in values or new_alias is not None):
+        fallbacks = values.get("fallbacks", () if model_alias is None else model_alias.fallbacks)
+        check_fallbacks(organization_id=organization_id, alias=alias, fallbacks=fallbacks)
+    if new_alias is not None:
+        taken = ModelAlias.objects.filter(organization_id=organization_id, alias=new_alias)
+        if model_alias is not None:
+            taken = taken.exclude(pk=model_alias.pk)
+        if taken.exists():
+            raise _alias_taken(new_alias)
+    return values
+
+
+@transaction.atomic
+def model_alias_create(*, organization: Organization, data: Mapping) -> ModelAlias:
+    """``data``: the alias with its deployments and fallbacks, as the API's body has it
+    (``model_alias_check``)."""
+    values = model_alias_check(organization_id=organization.id, data=data)
+    deployments = values.pop("deployments")
+    with unique_or_conflict(_alias_taken(values["alias"])):  # a concurrent writer took the name
+        model_alias = ModelAlias.objects.create(organization=organization, **values)
     _replace_deployments(model_alias, deployments)
     bump_generation(organization.id)
     return model_alias
 
 
 @transaction.atomic
-def model_alias_update(*, model_alias: ModelAlias, deployments: Iterable[Mapping] | None = None, **changes):
-    new_alias = changes.get("alias")
-    if new_alias is not None and new_alias != model_alias.alias:
-        # Fallbacks name aliases; a rename would leave them pointing at nothing.
-        _refuse_if_in_use(model_alias, "rename", aliases_falling_back_to(model_alias))
-    if "fallbacks" in changes or new_alias is not None:
-        check_fallbacks(
-            organization_id=model_alias.organization_id,
-            alias=new_alias if new_alias is not None else model_alias.alias,
-            fallbacks=changes.get("fallbacks", model_alias.fallbacks),
-        )
+def model_alias_update(*, model_alias: ModelAlias, data: Mapping) -> ModelAlias:
+    """Applies ``data`` (any of ``alias``, ``description``, ``deployments``, ``fallbacks``,
+    ``is_active``, as the API's PATCH body has them; ``model_alias_check``): deployments named are
+    replaced whole."""
+    changes = model_alias_check(
+        organization_id=model_alias.organization_id, data=data, partial=True, model_alias=model_alias
+    )
+    deployments = changes.pop("deployments", None)
     for field, value in changes.items():
         setattr(model_alias, field, value)
     with unique_or_conflict(_alias_taken(model_alias.alias)):
@@ -154,14 +181,24 @@ def model_alias_delete_many(*, model_aliases: Iterable[ModelAlias]) -> None:
         bump_generation(organization_id)
 
 
+def model_price_check(*, data: Mapping, partial: bool = False) -> dict[str, Any]:
+    """``data`` (the API's body, inputs.py ``ModelPriceInputSerializer``; ``partial``: only the fields
+    it names) as a price version stores it. The admin's form runs it before saving, so its page shows
+    a refusal on its field."""
+    return dict(validated(ModelPriceInputSerializer, data, partial=partial))
+
+
 @transaction.atomic
-def model_price_create(*, organization: Organization, **fields) -> ModelPrice:
+def model_price_create(*, organization: Organization, data: Mapping) -> ModelPrice:
+    """``data``: the version as the API's body has it (``model_price_check``); a version of the same
+    model and ``effective_from`` is a 409."""
+    values = model_price_check(data=data)
     price_exists = Conflict(
         "A price version for this model with the same effective_from exists already.",
         code="price_version_exists",
     )
     with unique_or_conflict(price_exists):
-        price = ModelPrice.objects.create(organization=organization, **fields)
+        price = ModelPrice.objects.create(organization=organization, **values)
     bump_generation(organization.id)
     return price
 
@@ -174,50 +211,24 @@ def model_price_delete(*, price: ModelPrice) -> None:
     bump_generation(organization_id)
 
 
-MAX_PRICE_PER_MTOK = Decimal("100000000")
-
-
 def default_price_set(*, organization: Organization, price: Mapping | None) -> DefaultPrice | None:
     """Sets the organization's default price for unpriced models from now on: ``price`` is
-    ``{"input_per_mtok": Decimal, "output_per_mtok": Decimal}`` (USD per million tokens), or None for
-    no default (requests for unpriced models are then refused where a budget applies). A new version
-    each time, so past requests keep the price they were charged; setting what is in force already
-    writes nothing."""
+    ``{"input_per_mtok": Decimal, "output_per_mtok": Decimal}`` (USD per million tokens) as inputs.py
+    ``DefaultPriceInputSerializer`` parses it (the organization's settings do, where the API and the
+    console write it), or None for no default (requests for unpriced models are then refused where
+    a budget applies). A new version each time, so past requests keep the price they were charged;
+    setting what is in force already writes nothing."""
     now = timezone.now()
-    if price is not None:
-        values = {}
-        for name in ("input_per_mtok", "output_per_mtok"):
-            value = price.get(name)
-            if not isinstance(value, Decimal) or not value.is_finite() or not 0 <= value < MAX_PRICE_PER_MTOK:
-                message = 'A price in USD per million tokens, from 0, as a decimal string such as "2.50".'
-                raise InvalidRequest(
-                    f"Invalid value for 'default_price.{name}': {message}",
-                    code="validation_error",
-                    param=f"default_price.{name}",
-                    fields={f"default_price.{name}": [message]},
-                )
-            values[name] = value
-        unknown = set(price) - set(values)
-        if unknown:
-            message = f"Unknown field(s): {', '.join(sorted(unknown))}."
-            raise InvalidRequest(message, code="validation_error", fields={"default_price": [message]})
+    values = None if price is None else (price["input_per_mtok"], price["output_per_mtok"])
     current = default_price_of(organization.id, now)
-    if price is None and current is None:
+    if values is None and current is None:
         return None
-    if (
-        current is not None
-        and price is not None
-        and (current.input, current.output)
-        == (
-            values["input_per_mtok"],
-            values["output_per_mtok"],
-        )
-    ):
+    if current is not None and values is not None and (current.input, current.output) == values:
         return None
     version = DefaultPrice.objects.create(
         organization=organization,
-        input_per_mtok=None if price is None else values["input_per_mtok"],
-        output_per_mtok=None if price is None else values["output_per_mtok"],
+        input_per_mtok=None if values is None else values[0],
+        output_per_mtok=None if values is None else values[1],
         effective_from=now,
     )
     bump_generation(organization.id)

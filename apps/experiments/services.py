@@ -205,7 +205,7 @@ def _promote_model(experiment: Experiment, winner: Variant) -> dict:
         if source is None:
             raise invalid_fields({"variant": [f"The variant's model '{winner.model}' no longer exists."]})
         after = _deployments(source)
-        catalog_services.model_alias_update(model_alias=alias, deployments=after)
+        catalog_services.model_alias_update(model_alias=alias, data={"deployments": after})
     return {"target": {"model": alias.alias}, "from": before, "to": after}
 
 

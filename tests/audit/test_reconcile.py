@@ -139,11 +139,13 @@ async def test_a_price_changed_after_the_fact_shows_as_a_difference(
     await send_traffic(proxy, organization, upstream)
     await database_sync_to_async(model_price_create)(
         organization=organization,
-        provider="openai",
-        model="gpt-4o-mini",
-        input_per_mtok=Decimal("100"),
-        output_per_mtok=Decimal("100"),
-        effective_from=timezone.now() - timedelta(days=1),
+        data={
+            "provider": "openai",
+            "model": "gpt-4o-mini",
+            "input_per_mtok": "100",
+            "output_per_mtok": "100",
+            "effective_from": timezone.now() - timedelta(days=1),
+        },
     )
 
     report = (await database_sync_to_async(admin_client.post)(URL, period(), format="json")).json()

@@ -208,7 +208,8 @@ def test_the_fallbacks_rule_is_the_catalog_services_so_a_shell_write_keeps_it_to
 ):
     with pytest.raises(services.InvalidFallbacks, match=message):
         services.model_alias_create(
-            organization=organization, alias="fast", deployments=[OPENAI_MINI], fallbacks=fallbacks
+            organization=organization,
+            data={"alias": "fast", "deployments": [OPENAI_MINI], "fallbacks": fallbacks},
         )
 
     assert not ModelAlias.objects.filter(organization=organization).exists()

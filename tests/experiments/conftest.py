@@ -7,8 +7,7 @@ from apps.experiments import services
 def make_alias(organization, alias: str, upstream: str, provider: str = "openai"):
     return catalog_services.model_alias_create(
         organization=organization,
-        alias=alias,
-        deployments=[{"provider": provider, "upstream_model": upstream}],
+        data={"alias": alias, "deployments": [{"provider": provider, "upstream_model": upstream}]},
     )
 
 

@@ -1,6 +1,7 @@
 import hashlib
 import re
 import warnings
+from decimal import Decimal
 
 import pytest
 from django.contrib.auth.models import Permission as AuthPermission
@@ -333,9 +334,136 @@ def test_the_admin_console_refuses_to_rename_an_alias_to_a_taken_name(admin_brow
     response = admin_browser.post(f"/admin/catalog/modelalias/{mine.id}/change/", form)
 
     assert response.status_code == 200
-    assert "has a model alias with that name already" in response.content.decode()
+    # The service's 409, shown on the field: the message the API and the console give.
+    assert "The model alias &#x27;taken&#x27; exists already." in response.content.decode()
     mine.refresh_from_db()
     assert mine.alias == "mine"
+
+
+def test_the_admin_console_refuses_an_alias_without_a_deployment_as_the_api_does(admin_browser, organization):
+    form = {
+        "organization": organization.id,
+        "alias": "fast",
+        "description": "",
+        "fallbacks": "",
+        "is_active": "on",
+        "deployments-TOTAL_FORMS": "1",
+        "deployments-INITIAL_FORMS": "0",
+        "deployments-0-provider": "",
+        "deployments-0-upstream_model": "",
+        "deployments-0-priority": "0",
+    }
+
+    response = admin_browser.post("/admin/catalog/modelalias/add/", form, follow=True)
+
+    assert "An alias needs at least one deployment." in response.content.decode()
+    assert not ModelAlias.objects.filter(organization=organization).exists()
+
+
+def test_the_admin_console_replaces_the_deployments_and_refuses_removing_the_last(
+    admin_browser, organization
+):
+    fast = ModelAliasFactory(organization=organization, alias="fast")
+    first = DeploymentFactory(alias=fast, upstream_model="gpt-4o-mini")
+    change = f"/admin/catalog/modelalias/{fast.id}/change/"
+
+    response = admin_post(
+        admin_browser,
+        change,
+        fallbacks="[]",
+        **{"deployments-1-provider": "anthropic", "deployments-1-upstream_model": "claude-3-5-haiku"},
+    )
+
+    assert response.status_code == 302, form_errors(response)
+    assert [(d.provider, d.upstream_model) for d in fast.deployments.all()] == [
+        ("openai", "gpt-4o-mini"),
+        ("anthropic", "claude-3-5-haiku"),
+    ]
+    replaced = list(fast.deployments.all())  # replaced whole, as the API's PATCH replaces them
+    assert first not in replaced
+    response = admin_post(
+        admin_browser,
+        change,
+        follow=True,
+        fallbacks="[]",
+        **{"deployments-0-DELETE": "on", "deployments-1-DELETE": "on"},
+    )
+    assert "An alias needs at least one deployment." in response.content.decode()
+    assert list(fast.deployments.all()) == replaced
+
+
+def test_the_admin_console_refuses_to_rename_an_alias_others_fall_back_to(admin_browser, organization):
+    cheap = ModelAliasFactory(organization=organization, alias="cheap")
+    DeploymentFactory(alias=cheap)
+    ModelAliasFactory(organization=organization, alias="smart", fallbacks=["cheap"])
+
+    response = admin_post(admin_browser, f"/admin/catalog/modelalias/{cheap.id}/change/", alias="cheaper")
+
+    assert response.status_code == 200
+    assert "remove it from their fallbacks first" in response.content.decode()
+    cheap.refresh_from_db()
+    assert cheap.alias == "cheap"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("input_per_mtok", "-1", "A decimal string of at most 6 decimal places"),
+        ("output_per_mtok", "cheap", "A decimal string of at most 6 decimal places"),
+        ("cached_input_per_mtok", "0.0000001", "A decimal string of at most 6 decimal places"),
+    ],
+)
+def test_the_admin_console_refuses_a_price_the_api_refuses_on_its_field(
+    admin_browser, organization, field, value, message
+):
+    form = {
+        "organization": organization.id,
+        "provider": "openai",
+        "model": "gpt-4o-mini",
+        "input_per_mtok": "0.12",
+        "output_per_mtok": "0.48",
+        "cached_input_per_mtok": "",
+        "reasoning_per_mtok": "",
+        "effective_from_0": "2026-01-01",
+        "effective_from_1": "00:00:00",
+        field: value,
+    }
+
+    response = admin_browser.post("/admin/catalog/modelprice/add/", form)
+
+    assert response.status_code == 200
+    assert message in str(form_errors(response)[field])
+    assert not ModelPrice.objects.exists()
+
+
+def test_the_admin_console_adds_a_price_version_through_the_service(
+    admin_browser, organization, django_capture_on_commit_callbacks
+):
+    form = {
+        "organization": organization.id,
+        "provider": "openai",
+        "model": "gpt-4o-mini",
+        "input_per_mtok": "0.12",
+        "output_per_mtok": "0.48",
+        "cached_input_per_mtok": "0.06",
+        "reasoning_per_mtok": "",
+        "effective_from_0": "2026-01-01",
+        "effective_from_1": "00:00:00",
+    }
+
+    with bumps_generation(organization, django_capture_on_commit_callbacks):
+        response = admin_browser.post("/admin/catalog/modelprice/add/", form)
+
+    assert response.status_code == 302, form_errors(response)
+    price = ModelPrice.objects.get(organization=organization)
+    assert (price.input_per_mtok, price.cached_input_per_mtok, price.reasoning_per_mtok) == (
+        Decimal("0.12"),
+        Decimal("0.06"),
+        None,
+    )
+    response = admin_browser.post("/admin/catalog/modelprice/add/", form)
+    assert response.status_code == 200 and "already exists" in str(form_errors(response))
+    assert ModelPrice.objects.count() == 1
 
 
 # --- organizations and teams: every write through the services ---------------------------------

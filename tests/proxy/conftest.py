@@ -61,9 +61,11 @@ def add_provider_key(organization, server, *, provider: str = "openai", secret: 
 def add_alias(organization, alias: str, *deployments: tuple[str, str], fallbacks=()):
     return catalog_services.model_alias_create(
         organization=organization,
-        alias=alias,
-        deployments=[{"provider": p, "upstream_model": m} for p, m in deployments],
-        fallbacks=fallbacks,
+        data={
+            "alias": alias,
+            "deployments": [{"provider": p, "upstream_model": m} for p, m in deployments],
+            "fallbacks": list(fallbacks),
+        },
     )
 
 

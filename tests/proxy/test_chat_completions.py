@@ -300,11 +300,13 @@ async def test_a_request_costs_the_organizations_price_in_force_at_its_time(
     for days, input_price, output_price in ((-1, "1.00", "2.00"), (1, "10.00", "20.00")):
         await database_sync_to_async(model_price_create)(
             organization=organization,
-            provider="openai",
-            model="gpt-4o-mini",
-            input_per_mtok=Decimal(input_price),
-            output_per_mtok=Decimal(output_price),
-            effective_from=now + timedelta(days=days),
+            data={
+                "provider": "openai",
+                "model": "gpt-4o-mini",
+                "input_per_mtok": input_price,
+                "output_per_mtok": output_price,
+                "effective_from": now + timedelta(days=days),
+            },
         )
 
     def cost_of(raw, input_price: int, output_price: int) -> Decimal:

@@ -325,7 +325,7 @@ async def test_a_change_to_the_catalog_applies_to_the_next_request(sdk, organiza
 
     alias = await ModelAlias.objects.aget(organization=organization, alias="fast")
     await database_sync_to_async(model_alias_update)(
-        model_alias=alias, deployments=[{"provider": "openai_compatible", "upstream_model": "mini"}]
+        model_alias=alias, data={"deployments": [{"provider": "openai_compatible", "upstream_model": "mini"}]}
     )
 
     completion = await sdk.chat.completions.create(model="fast", messages=HELLO)

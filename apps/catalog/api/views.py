@@ -21,16 +21,11 @@ class ModelAliasViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Organi
     error_statuses = {"create": (409,), "partial_update": (409,), "destroy": (409,)}
 
     def create(self, request):
-        serializer = self.get_serializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        model_alias = services.model_alias_create(organization=self.organization, **serializer.validated_data)
+        model_alias = services.model_alias_create(organization=self.organization, data=request.data)
         return Response(self.get_serializer(model_alias).data, status=status.HTTP_201_CREATED)
 
     def partial_update(self, request, pk=None):
-        model_alias = self.get_object()
-        serializer = self.get_serializer(model_alias, data=request.data, partial=True)
-        serializer.is_valid(raise_exception=True)
-        model_alias = services.model_alias_update(model_alias=model_alias, **serializer.validated_data)
+        model_alias = services.model_alias_update(model_alias=self.get_object(), data=request.data)
         return Response(self.get_serializer(self.get_queryset().get(pk=model_alias.pk)).data)
 
     def destroy(self, request, pk=None):
@@ -46,9 +41,7 @@ class ModelPriceViewSet(mixins.ListModelMixin, OrganizationScopedViewSet):
     error_statuses = {"create": (409,)}  # a version with the same effective_from exists
 
     def create(self, request):
-        serializer = self.get_serializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        price = services.model_price_create(organization=self.organization, **serializer.validated_data)
+        price = services.model_price_create(organization=self.organization, data=request.data)
         return Response(self.get_serializer(price).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(responses={200: ShippedPriceSerializer(many=True)})

@@ -2,7 +2,9 @@
 each deployment costs now; create, edit and delete an alias; the price versions, and adding one.
 
 Members read; admins and owners change, as the API allows: an alias is created, edited (its
-deployments replaced whole) and deleted; a price is never edited, a change is a new version.
+deployments replaced whole) and deleted; a price is never edited, a change is a new version. The
+forms are posted as the API's bodies to the catalog's services, which check them (apps/catalog/
+inputs.py).
 """
 
 from django.contrib import messages
@@ -11,11 +13,10 @@ from django.urls import path
 from django.utils import timezone
 
 from apps.catalog import selectors, services
-from apps.catalog.api.serializers import ModelAliasSerializer, ModelPriceSerializer
 from apps.catalog.models import ModelAlias
 from apps.console.access import Console, console_view
 from apps.console.areas import Navigation
-from apps.console.forms import check, flag, flat_errors, labels, service_errors, text
+from apps.console.forms import flag, labels, service_errors, text
 from apps.core.errors import GatewayError
 from apps.organizations.models import Role
 from apps.providers.models import Provider
@@ -100,24 +101,19 @@ def _form_context(console: Console, **extra) -> dict:
 def model_create(request, console: Console):
     if request.method == "GET":
         return render(request, "console/catalog/form.html", _form_context(console, rows=_rows()))
-    data, errors = check(ModelAliasSerializer, _alias_input(request.POST))
-    status = 400
-    if data is not None:
-        try:
-            model_alias = services.model_alias_create(organization=console.organization, **data)
-        except GatewayError as error:
-            errors, status = service_errors(error), error.status
-        else:
-            messages.success(
-                request, f"Created {model_alias.alias}: applications can call it from the next request."
-            )
-            return redirect("console:model", alias_id=model_alias.id)
-    return render(
-        request,
-        "console/catalog/form.html",
-        _form_context(console, errors=errors, form=request.POST, rows=_rows(request.POST)),
-        status=status,
-    )
+    try:
+        model_alias = services.model_alias_create(
+            organization=console.organization, data=_alias_input(request.POST)
+        )
+    except GatewayError as error:
+        return render(
+            request,
+            "console/catalog/form.html",
+            _form_context(console, errors=service_errors(error), form=request.POST, rows=_rows(request.POST)),
+            status=error.status,
+        )
+    messages.success(request, f"Created {model_alias.alias}: applications can call it from the next request.")
+    return redirect("console:model", alias_id=model_alias.id)
 
 
 def _model_alias(console: Console, alias_id) -> ModelAlias:
@@ -149,20 +145,19 @@ def model_detail(request, console: Console, alias_id):
 @console_view(role=Role.ADMIN, methods=("POST",))
 def model_update(request, console: Console, alias_id):
     model_alias = _model_alias(console, alias_id)
-    serializer = ModelAliasSerializer(model_alias, data=_alias_input(request.POST), partial=True)
-    if serializer.is_valid():
-        try:
-            services.model_alias_update(model_alias=model_alias, **serializer.validated_data)
-        except GatewayError as error:
-            errors, status = service_errors(error), error.status
-        else:
-            messages.success(request, f"Saved {model_alias.alias}.")
-            return redirect("console:model", alias_id=model_alias.id)
-    else:
-        errors, status = flat_errors(serializer.errors), 400
-    return _detail(
-        request, console, _model_alias(console, alias_id), errors=errors, form=request.POST, status=status
-    )
+    try:
+        services.model_alias_update(model_alias=model_alias, data=_alias_input(request.POST))
+    except GatewayError as error:
+        return _detail(
+            request,
+            console,
+            _model_alias(console, alias_id),
+            errors=service_errors(error),
+            form=request.POST,
+            status=error.status,
+        )
+    messages.success(request, f"Saved {model_alias.alias}.")
+    return redirect("console:model", alias_id=model_alias.id)
 
 
 @console_view(role=Role.ADMIN, methods=("POST",))
@@ -219,21 +214,17 @@ def _price_input(post) -> dict:
 
 @console_view(role=Role.ADMIN, methods=("POST",))
 def price_create(request, console: Console):
-    data, errors = check(ModelPriceSerializer, _price_input(request.POST))
-    status = 400
-    if data is not None:
-        try:
-            price = services.model_price_create(organization=console.organization, **data)
-        except GatewayError as error:
-            errors, status = service_errors(error), error.status
-        else:
-            messages.success(
-                request,
-                f"Added a price for {price.provider}/{price.model} "
-                f"from {price.effective_from:%Y-%m-%d %H:%M} UTC.",
-            )
-            return redirect("console:model-prices")
-    return _prices(request, console, errors=errors, form=request.POST, status=status)
+    try:
+        price = services.model_price_create(
+            organization=console.organization, data=_price_input(request.POST)
+        )
+    except GatewayError as error:
+        return _prices(request, console, errors=service_errors(error), form=request.POST, status=error.status)
+    messages.success(
+        request,
+        f"Added a price for {price.provider}/{price.model} from {price.effective_from:%Y-%m-%d %H:%M} UTC.",
+    )
+    return redirect("console:model-prices")
 
 
 NAVIGATION = Navigation("Models and prices", "console:models", "model")

@@ -8,15 +8,9 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from apps.catalog.inputs import DefaultPriceInputSerializer
 from apps.catalog.selectors import default_price_of
-from apps.core.api.fields import (
-    DataRegionsField,
-    ModelPatternsField,
-    PriceField,
-    StrictBooleanField,
-    StrictCharField,
-)
-from apps.core.api.serializers import ClosedSerializer
+from apps.core.api.fields import DataRegionsField, ModelPatternsField, StrictBooleanField, StrictCharField
 from apps.limits.api.serializers import BudgetField, RateLimitsField
 from apps.organizations.api.serializers import cache_ttl_field
 from apps.organizations.models import FailMode, LogBodies, Organization
@@ -36,11 +30,6 @@ class SimilarityThresholdField(serializers.Field):
 
     def to_representation(self, value):
         return float(value)
-
-
-class DefaultPriceInputSerializer(ClosedSerializer):
-    input_per_mtok = PriceField()
-    output_per_mtok = PriceField()
 
 
 @extend_schema_field(

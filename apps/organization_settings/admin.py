@@ -29,10 +29,10 @@ class MembershipInline(admin.TabularInline):
 
 
 class OrganizationForm(forms.ModelForm):
-    """The API's rules for the settings; the slug is made from the name when the organization is
-    created, as the API does."""
+    """The settings, checked by the services (the organization's input, apps/organizations/inputs.py,
+    and the rules across domains), shown on the form's fields; the slug is made from the name when the
+    organization is created, as the API does."""
 
-    log_retention_days = forms.IntegerField(min_value=1, max_value=3650, initial=30)
     allowed_data_regions = DataRegionsField()
     allowed_models = ModelPatternsField()
 
@@ -57,7 +57,14 @@ class OrganizationForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
-        # The service's rules, shown on the form's fields before the save asks the service again.
+        # The services' rules, shown on the form's fields before the save asks the services again:
+        # the values typed, or on a change those changed.
+        names = self._meta.fields if self.instance._state.adding else self.changed_data
+        with service_errors_on(self):
+            services.organization_check(
+                data={name: cleaned[name] for name in names if name in cleaned and name != "owner"},
+                partial=True,
+            )
         cache = ("cache_semantic_enabled", "cache_embedding_model")
         with service_errors_on(self):
             settings_services.organization_settings_check(
@@ -109,9 +116,9 @@ class OrganizationAdmin(ServiceAdmin):
         return self.inlines if obj is not None else ()
 
     def service_create(self, request, form) -> Organization:
-        settings = {name: form.cleaned_data[name] for name in OrganizationAddForm.Meta.fields}
+        fields = [name for name in OrganizationAddForm.Meta.fields if name != "owner"]
         return services.organization_create(
-            name=settings.pop("name"), owner=settings.pop("owner"), **settings
+            owner=form.cleaned_data["owner"], data={name: form.cleaned_data[name] for name in fields}
         )
 
     def service_update(self, request, obj: Organization, form, changes: dict) -> None:

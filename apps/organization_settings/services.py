@@ -31,12 +31,13 @@ def organization_settings_check(*, organization: Organization, changes: dict) ->
 def organization_settings_update(
     *, organization: Organization, budget=UNSET, rate_limits=UNSET, default_price=UNSET, **changes
 ) -> Organization:
-    """The organization's name and settings with its own budget and rate limits and its default price
-    for unpriced models (``catalog.services.default_price_set``), in one transaction: a budget
+    """The organization's name and settings (``changes``: handed to ``organization_update``, which
+    checks them with the organization's input) with its own budget and rate limits and its default
+    price for unpriced models (``catalog.services.default_price_set``), in one transaction: a budget
     ``limits_set`` refuses leaves the other settings unchanged too."""
     organization_settings_check(organization=organization, changes=changes)
     with transaction.atomic():
-        organization_services.organization_update(organization=organization, **changes)
+        organization_services.organization_update(organization=organization, data=changes)
         limits_set(organization=organization, budget=budget, rate_limits=rate_limits)
         if default_price is not UNSET:
             default_price_set(organization=organization, price=default_price)

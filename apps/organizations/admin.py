@@ -31,16 +31,21 @@ class MembershipAdmin(ServiceAdmin):
 
     def service_update(self, request, obj: Membership, form, changes: dict) -> None:
         if "role" in changes:
-            services.membership_change_role(membership=obj, role=changes["role"])
+            services.membership_change_role(membership=obj, data=changes)
 
     def service_delete(self, request, obj: Membership) -> None:
         services.membership_remove(membership=obj)
 
 
+# The invitation's fields, as the service takes them (inputs.py), which checks them (a member
+# already, or a pending invitation, is its refusal on the page).
+FIELDS = ("email", "role")
+
+
 class InvitationForm(forms.ModelForm):
     class Meta:
         model = Invitation
-        fields = ("organization", "email", "role")
+        fields = ("organization", *FIELDS)
 
 
 @admin.register(Invitation)
@@ -66,8 +71,7 @@ class InvitationAdmin(ServiceAdmin):
     def service_create(self, request, form) -> Invitation:
         invitation, token = services.invitation_create(
             organization=form.cleaned_data["organization"],
-            email=form.cleaned_data["email"],
-            role=form.cleaned_data["role"],
+            data={name: form.cleaned_data[name] for name in FIELDS},
             invited_by=request.user,
         )
         link = request.build_absolute_uri(f"/console/invitations/{token}/")

@@ -1,21 +1,38 @@
+"""Writes of organizations, their members and their invitations.
+
+Each write's input is parsed once, here, by its serializer in the domain (inputs.py, also the API's
+request schema) through apps/core/api/serializers.py ``validated``: the API's views, the admins and
+the console pass their input through (``data=``), and the services check only what a schema cannot
+say (the model allow-list's patterns, an address that is a member already or invited, the last owner,
+a password that Django's validators refuse). The organization's settings of every domain are composed
+above (apps/organization_settings/services.py), which calls ``organization_update``."""
+
 import secrets
+from collections.abc import Mapping
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
-from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 from django.utils.text import slugify
 
 from apps.accounts.models import User
+from apps.core.api.serializers import validated
 from apps.core.errors import Conflict, InvalidRequest, NotFound
 from apps.core.generations import bump_generation
 from apps.core.model_patterns import checked_model_patterns
 
 from .departures import depart
+from .inputs import (
+    InvitationInputSerializer,
+    InvitationSignUpInputSerializer,
+    MembershipInputSerializer,
+    OrganizationInputSerializer,
+)
 from .models import Invitation, InvitationStatus, Membership, Organization, Role, invitation_token_digest
 
 
@@ -27,22 +44,31 @@ def unique_organization_slug(name: str) -> str:
     return slug
 
 
+def organization_check(*, data: Mapping, partial: bool = False) -> dict[str, Any]:
+    """``data`` (inputs.py ``OrganizationInputSerializer``; ``partial``: a change's, only the fields
+    it names) as an organization stores it: the model allow-list's patterns checked and each kept
+    once (``checked_model_patterns``; null, the empty list)."""
+    values = dict(validated(OrganizationInputSerializer, data, partial=partial))
+    if "allowed_models" in values:
+        values["allowed_models"] = checked_model_patterns(values["allowed_models"])
+    return values
+
+
 @transaction.atomic
-def organization_create(*, name: str, owner: User, plan: str = "free", **settings) -> Organization:
-    """``settings``: log_bodies, log_retention_days, allowed_data_regions, allowed_models (the model's
-    defaults otherwise)."""
-    if "allowed_models" in settings:
-        settings["allowed_models"] = checked_model_patterns(settings["allowed_models"])
-    organization = Organization.objects.create(
-        name=name, slug=unique_organization_slug(name), plan=plan, **settings
-    )
+def organization_create(*, owner: User, data: Mapping) -> Organization:
+    """The organization ``data`` describes (``organization_check``: its name, and any of its plan
+    (free by default) and settings, the model's defaults otherwise), with ``owner`` as its owner; its
+    slug is made from its name."""
+    values = organization_check(data=data)
+    values["slug"] = unique_organization_slug(values["name"])
+    organization = Organization.objects.create(**values)
     Membership.objects.create(organization=organization, user=owner, role=Role.OWNER)
     return organization
 
 
-def organization_update(*, organization: Organization, **changes) -> Organization:
-    if "allowed_models" in changes:
-        changes["allowed_models"] = checked_model_patterns(changes["allowed_models"])
+def organization_update(*, organization: Organization, data: Mapping) -> Organization:
+    """Applies ``data`` (any of the fields of ``organization_check``, as a change names them)."""
+    changes = organization_check(data=data, partial=True)
     for field, value in changes.items():
         setattr(organization, field, value)
     organization.save(update_fields=[*changes, "updated_at"])
@@ -80,7 +106,7 @@ def first_admin_bootstrap(
     elif not user.email_verified:
         user.email_verified = True  # the operator names the address
         user.save(update_fields=["email_verified"])
-    organization = organization_create(name=organization_name, owner=user, plan="enterprise")
+    organization = organization_create(owner=user, data={"name": organization_name, "plan": "enterprise"})
     return organization, user, generated
 
 
@@ -91,16 +117,6 @@ def first_admin_bootstrap(
 # organization without their consent: an owner invites an address, and the account with that address
 # accepts (the invitations below). Single sign-on adds members just in time, only for a domain the
 # organization has proved (apps/sso).
-
-
-def _invalid(field: str, message: str) -> InvalidRequest:
-    return InvalidRequest(message, code="validation_error", param=field, fields={field: [message]})
-
-
-def _checked_role(role: str) -> Role:
-    if role not in Role.values:
-        raise _invalid("role", f"One of {', '.join(Role.values)}.")
-    return Role(role)
 
 
 def _last_owner() -> Conflict:
@@ -122,9 +138,10 @@ def _owner_ids_locked(organization_id) -> list:
 
 
 @transaction.atomic
-def membership_change_role(*, membership: Membership, role: str) -> Membership:
-    """Gives the member ``role``; the organization's last owner cannot stop being one."""
-    role = _checked_role(role)
+def membership_change_role(*, membership: Membership, data: Mapping) -> Membership:
+    """Gives the member the role of ``data`` (inputs.py ``MembershipInputSerializer``); the
+    organization's last owner cannot stop being one."""
+    role = validated(MembershipInputSerializer, data)["role"]
     owners = _owner_ids_locked(membership.organization_id)
     membership.refresh_from_db(fields=["role"])
     if membership.role == Role.OWNER and role != Role.OWNER and owners == [membership.id]:
@@ -159,15 +176,6 @@ def account_memberships_end(user: User) -> None:
 # invitation is made; only its digest is stored.
 
 
-def _checked_email(email: str) -> str:
-    email = User.objects.normalize_email((email or "").strip()).lower()
-    try:
-        validate_email(email)
-    except ValidationError:
-        raise _invalid("email", "Enter a valid email address.") from None
-    return email
-
-
 def _already_a_member(email: str) -> Conflict:
     return Conflict(
         f"{email} is a member of this organization already.", code="already_a_member", param="email"
@@ -176,12 +184,14 @@ def _already_a_member(email: str) -> Conflict:
 
 @transaction.atomic
 def invitation_create(
-    *, organization: Organization, email: str, role: str = Role.MEMBER, invited_by: User | None = None
+    *, organization: Organization, data: Mapping, invited_by: User | None = None
 ) -> tuple[Invitation, str]:
-    """Invites ``email`` to the organization with ``role``; returns the invitation and the secret token
-    of its accept link (``/console/invitations/<token>/``), which is not kept."""
-    email = _checked_email(email)
-    role = _checked_role(role)
+    """Invites the address of ``data`` (inputs.py ``InvitationInputSerializer``: ``email``, and
+    ``role``, member by default) to the organization; returns the invitation and the secret token of
+    its accept link (``/console/invitations/<token>/``), which is not kept. The address is stored
+    normalized and lowercased."""
+    values = validated(InvitationInputSerializer, data)
+    email, role = User.objects.normalize_email(values["email"]).lower(), values["role"]
     if Membership.objects.filter(organization=organization, user__email__iexact=email).exists():
         raise _already_a_member(email)
     now = timezone.now()
@@ -278,8 +288,9 @@ def invitation_decline(*, invitation: Invitation, user: User, token: str | None 
 
 
 @transaction.atomic
-def invitation_sign_up(*, invitation: Invitation, password: str) -> Membership:
-    """Someone without an account, holding the accept link, chooses a password: the account is made
+def invitation_sign_up(*, invitation: Invitation, data: Mapping) -> Membership:
+    """Someone without an account, holding the accept link, chooses a password (``data``: inputs.py
+    ``InvitationSignUpInputSerializer``, which Django's password validators check): the account is made
     with the invited address and accepts the invitation. An address that has an account already signs
     in and accepts instead (``account_exists``): a link never sets the password of an account.
 
@@ -293,6 +304,7 @@ def invitation_sign_up(*, invitation: Invitation, password: str) -> Membership:
             "for you (or sign in with single sign-on, where your organization has it).",
             code="account_exists",
         )
+    password = validated(InvitationSignUpInputSerializer, data)["password"]
     try:
         validate_password(password, user=User(email=invitation.email))
     except ValidationError as error:

@@ -80,7 +80,7 @@ async def test_a_body_with_nuls_and_lone_surrogates_is_logged(proxy, routed, org
     from apps.organizations import services as organization_services
 
     await database_sync_to_async(organization_services.organization_update)(
-        organization=organization, log_bodies="full"
+        organization=organization, data={"log_bodies": "full"}
     )
     content = 'a NUL \\u0000 here, a lone surrogate \\ud800 there, and "x" * 3'
     body = b'{"model": "fast", "messages": [{"role": "user", "content": "' + content.encode() + b'"}]}'

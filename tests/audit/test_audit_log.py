@@ -106,7 +106,7 @@ async def test_a_stream_is_recorded_with_its_usage_time_to_first_token_and_cost(
 @pytest.mark.parametrize("mode", ["full", "redacted", "metadata"])
 async def test_bodies_are_kept_as_the_organization_says(proxy, routed, organization, gateway_key, mode):
     await database_sync_to_async(organization_services.organization_update)(
-        organization=organization, log_bodies=mode
+        organization=organization, data={"log_bodies": mode}
     )
     content = "mail ada@example.com, my key is sk-proj-abcdefghijklmnopqrstuv"
 
@@ -134,7 +134,7 @@ async def test_bodies_are_kept_as_the_organization_says(proxy, routed, organizat
 @override_settings(GATEWAY_API_KEY_PREFIX="acme.gw-")
 async def test_gateway_keys_of_a_custom_prefix_are_masked_in_bodies(proxy, routed, organization):
     await database_sync_to_async(organization_services.organization_update)(
-        organization=organization, log_bodies="full"
+        organization=organization, data={"log_bodies": "full"}
     )
     _, secret = await database_sync_to_async(create_api_key)(organization)
     assert secret.startswith("acme.gw-")

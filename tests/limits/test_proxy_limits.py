@@ -270,7 +270,9 @@ def redis_down():
 async def set_fail_mode(organization, mode):
     from apps.organizations.services import organization_update
 
-    await database_sync_to_async(organization_update)(organization=organization, limits_fail_mode=mode)
+    await database_sync_to_async(organization_update)(
+        organization=organization, data={"limits_fail_mode": mode}
+    )
 
 
 @pytest.mark.parametrize("mode, status", [("open", 200), ("closed", 503)])

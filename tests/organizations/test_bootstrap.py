@@ -72,3 +72,12 @@ def test_a_weak_password_in_the_environment_does_not_stop_a_gateway_already_set_
     output = run_bootstrap(monkeypatch, GATEWAY_ADMIN_EMAIL="ops@example.com", GATEWAY_ADMIN_PASSWORD="tiny1")
 
     assert "nothing to do" in output
+
+
+def test_it_refuses_an_organization_name_the_organizations_input_refuses_and_creates_nothing(db, monkeypatch):
+    with pytest.raises(CommandError) as raised:
+        run_bootstrap(monkeypatch, GATEWAY_ADMIN_EMAIL="ops@example.com", GATEWAY_ORG_NAME="x" * 201)
+
+    assert "GATEWAY_ORG_NAME is refused" in str(raised.value) and "200 characters" in str(raised.value)
+    assert not Organization.objects.exists()
+    assert not User.objects.filter(email="ops@example.com").exists()

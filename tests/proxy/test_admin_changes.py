@@ -34,7 +34,7 @@ async def change_organization(browser: Client, organization, **changes) -> None:
 
 async def update_organization(organization, **changes) -> None:
     await database_sync_to_async(organization_services.organization_update)(
-        organization=organization, **changes
+        organization=organization, data=changes
     )
 
 

@@ -19,8 +19,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 needs_redis = pytest.mark.skipif(not settings.REDIS_URL, reason="L2 lives in Redis")
 
-update_organization = database_sync_to_async(organization_update)
 purge = database_sync_to_async(cache_purge)
+
+
+async def update_organization(*, organization, **changes) -> None:
+    await database_sync_to_async(organization_update)(organization=organization, data=changes)
 
 
 @pytest.fixture

@@ -89,7 +89,7 @@ async def body_modes(request_ids: list[str]) -> list[str]:
 
 async def update_organization(organization, **changes) -> None:
     await database_sync_to_async(organization_services.organization_update)(
-        organization=organization, **changes
+        organization=organization, data=changes
     )
 
 

@@ -15,9 +15,13 @@ from tests.proxy.conftest import add_alias_async, add_provider_key_async, bearer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-update_organization = database_sync_to_async(organization_services.organization_update)
 update_team = database_sync_to_async(team_services.team_update)
 update_key = database_sync_to_async(key_services.api_key_update)
+
+
+async def update_organization(*, organization, **changes) -> None:
+    update = database_sync_to_async(organization_services.organization_update)
+    await update(organization=organization, data=changes)
 
 
 def chat(model: str) -> dict:

@@ -27,7 +27,7 @@ async def routed(organization, upstream):
     await add_provider_key_async(organization, upstream, secret="sk-upstream-one")
     await add_alias_async(organization, "fast", ("openai", "gpt-4o-mini"))
     await add_alias_async(organization, "embed", ("openai", "text-embedding-3-small"))
-    await database_sync_to_async(organization_update)(organization=organization, log_bodies="full")
+    await database_sync_to_async(organization_update)(organization=organization, data={"log_bodies": "full"})
     return upstream
 
 

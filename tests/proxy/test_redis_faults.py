@@ -20,7 +20,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 CHAT = {"model": "fast", "messages": [{"role": "user", "content": "hi"}]}
 set_limits = database_sync_to_async(limits_services.limits_set)
-update_organization = database_sync_to_async(organization_services.organization_update)
+
+
+async def update_organization(*, organization, **changes) -> None:
+    update = database_sync_to_async(organization_services.organization_update)
+    await update(organization=organization, data=changes)
 
 
 @pytest.fixture

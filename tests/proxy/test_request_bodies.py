@@ -31,7 +31,7 @@ async def keep_bodies(organization, mode: str = "full") -> None:
     from apps.organizations import services as organization_services
 
     await database_sync_to_async(organization_services.organization_update)(
-        organization=organization, log_bodies=mode
+        organization=organization, data={"log_bodies": mode}
     )
 
 

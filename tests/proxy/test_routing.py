@@ -220,7 +220,7 @@ async def test_the_region_header_can_only_narrow_what_the_organization_allows(
     await add_provider_key_async(organization, upstream, data_region="eu")
     await add_alias_async(organization, "fast", ("openai", "gpt-4o-mini"))
     await database_sync_to_async(organization_services.organization_update)(
-        organization=organization, allowed_data_regions=["us"]
+        organization=organization, data={"allowed_data_regions": ["us"]}
     )
 
     for region_header in ({}, {"x-gateway-data-region": "eu"}):

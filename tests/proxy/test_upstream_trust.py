@@ -95,7 +95,7 @@ async def test_no_part_of_the_provider_key_reaches_the_client_or_the_audit_log(
     proxy, organization, gateway_key, upstream, status, message
 ):
     await database_sync_to_async(organization_services.organization_update)(
-        organization=organization, log_bodies="full"
+        organization=organization, data={"log_bodies": "full"}
     )
     await add_provider_key_async(organization, upstream, secret=SECRET)
     upstream.behave("status", status=status, message=message)
@@ -119,7 +119,7 @@ async def test_an_error_event_in_a_started_stream_never_carries_the_provider_key
     proxy, organization, gateway_key, upstream, provider
 ):
     await database_sync_to_async(organization_services.organization_update)(
-        organization=organization, log_bodies="full"
+        organization=organization, data={"log_bodies": "full"}
     )
     await add_provider_key_async(organization, upstream, provider=provider, secret=SECRET)
     message = ECHOES["truncated like OpenAI"]
@@ -246,7 +246,7 @@ async def test_a_long_upstream_error_is_answered_at_once_cut_short_and_without_t
     proxy, organization, gateway_key, upstream, provider, size, shape
 ):
     await database_sync_to_async(organization_services.organization_update)(
-        organization=organization, log_bodies="full"
+        organization=organization, data={"log_bodies": "full"}
     )
     await add_provider_key_async(organization, upstream, provider=provider, secret=SECRET)
     message = long_error(size)

@@ -102,7 +102,7 @@ def invitation_link(request, token: str):
     if request.method == "POST":
         try:
             membership = services.invitation_sign_up(
-                invitation=invitation, password=request.POST.get("password", "")
+                invitation=invitation, data={"password": request.POST.get("password", "")}
             )
         except GatewayError as error:
             context["errors"] = service_errors(error)

@@ -6,6 +6,9 @@ Everyone reads both pages. Admins and owners change the settings, as the API all
 invite people (an account joins only by accepting), change a role or remove a member, and the
 organization always keeps one owner.
 (``/console/organization/`` itself is the organization switch of the top bar.)
+
+An invitation and a change of role are posted to their services as the API's bodies (``data=``), which
+check them (apps/organizations/inputs.py); the settings through the API's serializer, as before.
 """
 
 from django.conf import settings
@@ -169,8 +172,7 @@ def member_invite(request, console: Console):
     try:
         invitation, token = services.invitation_create(
             organization=console.organization,
-            email=request.POST.get("email", ""),
-            role=request.POST.get("role", Role.MEMBER),
+            data={"email": request.POST.get("email", ""), "role": request.POST.get("role", Role.MEMBER)},
             invited_by=console.user,
         )
     except GatewayError as error:
@@ -203,7 +205,7 @@ def invitation_revoke(request, console: Console, invitation_id):
 def member_change_role(request, console: Console, membership_id):
     membership = _membership(console, membership_id)
     try:
-        services.membership_change_role(membership=membership, role=request.POST.get("role", ""))
+        services.membership_change_role(membership=membership, data={"role": request.POST.get("role", "")})
     except GatewayError as error:
         return _members_page(request, console, errors=service_errors(error), status=error.status)
     messages.success(request, f"{membership.user.email} is now {membership.role}.")

@@ -20,6 +20,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from apps.organizations import selectors, services
+from apps.organizations.inputs import InvitationInputSerializer
 from apps.organizations.models import Invitation, Role
 from apps.organizations.tenancy import OrganizationScopedViewSet
 
@@ -55,9 +56,8 @@ class CreatedInvitationSerializer(InvitationSerializer):
         return accept_url(self.context["request"], self.context["token"])
 
 
-class InvitationCreateSerializer(serializers.Serializer):
-    email = serializers.EmailField(max_length=254)
-    role = serializers.ChoiceField(choices=Role.choices, default=Role.MEMBER)
+class InvitationCreateSerializer(InvitationInputSerializer):
+    pass
 
 
 class _OrganizationRef(serializers.Serializer):
@@ -99,10 +99,8 @@ class OrganizationInvitationViewSet(
 
     @extend_schema(request=InvitationCreateSerializer, responses={201: CreatedInvitationSerializer})
     def create(self, request):
-        body = InvitationCreateSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
         invitation, token = services.invitation_create(
-            organization=self.organization, invited_by=request.user, **body.validated_data
+            organization=self.organization, data=request.data, invited_by=request.user
         )
         context = {**self.get_serializer_context(), "token": token}
         return Response(

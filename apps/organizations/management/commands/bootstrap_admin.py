@@ -3,6 +3,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.accounts.models import User
+from apps.core.errors import InvalidRequest
 from apps.organizations.models import Organization
 from apps.organizations.services import first_admin_bootstrap
 
@@ -26,7 +27,12 @@ class Command(BaseCommand):
         organization_name = organization or env.str("GATEWAY_ORG_NAME", default="My organization")
         if password and not Organization.objects.exists():  # make run calls this on every start
             _validate(password, email)
-        result = first_admin_bootstrap(email=email, password=password, organization_name=organization_name)
+        try:
+            result = first_admin_bootstrap(
+                email=email, password=password, organization_name=organization_name
+            )
+        except InvalidRequest as error:  # the name, checked as the organization's input (inputs.py)
+            raise CommandError(f"GATEWAY_ORG_NAME is refused: {error.message}") from error
         if result is None:
             self.stdout.write("An organization exists already; nothing to do.")
             return

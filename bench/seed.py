@@ -43,10 +43,7 @@ def create(upstream: str) -> dict[str, str]:
     _, secret = api_key_create(organization=organization, name="bench")
     provider_key_create(
         organization=organization,
-        provider="openai",
-        secret="sk-bench-upstream",
-        base_url=upstream,
-        data_region="us",
+        data={"provider": "openai", "key": "sk-bench-upstream", "base_url": upstream, "data_region": "us"},
     )
     model_alias_create(
         organization=organization,

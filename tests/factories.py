@@ -99,4 +99,4 @@ def create_provider_key(
     """Provider keys go through the service: it is the only place a secret is encrypted."""
     kwargs.setdefault("provider", "openai")
     kwargs.setdefault("data_region", "us")
-    return provider_services.provider_key_create(organization=organization, secret=secret, **kwargs)
+    return provider_services.provider_key_create(organization=organization, data={"key": secret, **kwargs})

@@ -1,66 +1,67 @@
 from django import forms
 from django.contrib import admin
 
-from apps.core.admin_mixins import ServiceAdmin
+from apps.core.admin_mixins import ServiceAdmin, service_errors_on
 
 from . import services
-from .addresses import AddressRefused, check_upstream_url
-from .models import ProviderKey, missing_settings
+from .models import ProviderKey
+
+# The writable fields, as the services take them (inputs.py), which check them; the form's secret is
+# the input's key.
+FIELDS = ("provider", "name", "weight", "data_region", "base_url", "api_version", "supports_stream_usage")
+CHANGE_FIELDS = (*FIELDS, "is_active")
 
 
 class ProviderKeyForm(forms.ModelForm):
     secret = forms.CharField(
         widget=forms.PasswordInput(render_value=False),
         required=False,
-        min_length=4,
-        max_length=4096,
         help_text="The upstream credential. Leave empty to keep the current one; a new value rotates it.",
+        error_messages={"required": "A new provider key needs its secret."},
     )
     # Declared so that Django does not build it from the model field with the old default scheme.
     base_url = forms.URLField(
         assume_scheme="https",
-        max_length=500,
         required=False,
         help_text="Empty for the provider's default; Azure OpenAI and OpenAI-compatible servers need one.",
     )
 
     class Meta:
         model = ProviderKey
-        fields = (
-            "organization",
-            "provider",
-            "name",
-            "weight",
-            "data_region",
-            "base_url",
-            "api_version",
-            "supports_stream_usage",
-            "is_active",
-        )
+        fields = ("organization", *CHANGE_FIELDS)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # A new key needs its secret; a change keeps the stored one when the field is left empty.
+        self.fields["secret"].required = self.instance._state.adding
 
     def clean(self):
         cleaned = super().clean()
+        if self.errors:  # the form's own messages first, not the services' same ones again
+            return cleaned
+        # The service's rules (what the provider needs, a base URL's address and its secret), shown
+        # on the form's fields before the save asks the service again.
         adding = self.instance._state.adding
-        if adding and not cleaned.get("secret"):
-            self.add_error("secret", "A new provider key needs its secret.")
-        # The service's rule, asked here so the form comes back with what was typed.
-        if not adding and services.base_url_needs_secret(self.changed_data, cleaned.get("secret")):
-            self.add_error("secret", services.KEY_REQUIRED_MESSAGE)
-        # Checked again only when it changes: a later, stricter setting must not block draining a key.
-        if cleaned.get("base_url") and (adding or "base_url" in self.changed_data):
-            try:
-                cleaned["base_url"] = check_upstream_url(cleaned["base_url"])
-            except AddressRefused as error:
-                self.add_error("base_url", error.message)
-        provider = cleaned.get("provider") or self.instance.provider
-        if provider:
-            missing = missing_settings(
-                provider, base_url=cleaned.get("base_url", ""), api_version=cleaned.get("api_version", "")
+        with service_errors_on(self, aliases={"key": "secret"}):
+            services.provider_key_check(
+                data=service_input(cleaned, creating=adding, changed=self.changed_data),
+                provider_key=None if adding else self.instance,
             )
-            for field, message in missing.items():
-                if field not in self.errors:
-                    self.add_error(field, message)
         return cleaned
+
+
+def service_input(cleaned: dict, *, creating: bool, changed) -> dict:
+    """The form's values as the services take them (inputs.py): a new key's fields, or a change's
+    changed fields, and the secret when one was typed. On a change the secret goes with the base URL
+    on the form, the address it is for (the services take a change's secret only with one)."""
+    if creating:
+        data = {name: cleaned[name] for name in FIELDS if name in cleaned}
+    else:
+        data = {name: cleaned[name] for name in changed if name in CHANGE_FIELDS and name in cleaned}
+    if cleaned.get("secret"):
+        data["key"] = cleaned["secret"]
+        data.setdefault("base_url", cleaned.get("base_url", ""))
+    return data
 
 
 @admin.register(ProviderKey)
@@ -85,12 +86,18 @@ class ProviderKeyAdmin(ServiceAdmin):
         return self.readonly_fields
 
     def service_create(self, request, form) -> ProviderKey:
-        fields = {name: form.cleaned_data[name] for name in ProviderKeyForm.Meta.fields}
-        return services.provider_key_create(secret=form.cleaned_data.get("secret"), **fields)
+        provider_key = services.provider_key_create(
+            organization=form.cleaned_data["organization"],
+            data=service_input(form.cleaned_data, creating=True, changed=form.changed_data),
+        )
+        if not form.cleaned_data["is_active"]:
+            # A key is created active (the API's POST has no is_active): the unticked box is a change.
+            services.provider_key_update(provider_key=provider_key, data={"is_active": False})
+        return provider_key
 
     def service_update(self, request, obj: ProviderKey, form, changes: dict) -> None:
         services.provider_key_update(
-            provider_key=obj, secret=form.cleaned_data.get("secret") or None, **changes
+            provider_key=obj, data=service_input(form.cleaned_data, creating=False, changed=form.changed_data)
         )
 
     def service_delete(self, request, obj: ProviderKey) -> None:

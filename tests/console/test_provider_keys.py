@@ -232,6 +232,22 @@ def test_a_rotate_without_a_usable_secret_is_refused(console_for, organization):
     assert key.secret() == SECRET and key.rotated_at is None
 
 
+@pytest.mark.parametrize("path", ["new", "{id}/rotate", "{id}/edit"])
+def test_a_refused_secret_is_never_shown_back(console_for, organization, path):
+    key = create_provider_key(organization, secret=SECRET)
+    client = console_for(organization, "admin")
+    refused = "sk-refused-console-secret-5e5e" + "z" * 4096  # over the 4096 characters a secret may have
+    data = {"key": refused, "base_url": "https://8.8.8.8/v1"}
+    if path == "new":
+        data.update(provider="openai", data_region="us")
+    response = post_form(client, LIST, LIST + path.format(id=key.id), data)
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "no more than 4096 characters" in page and "sk-refused-console-secret-5e5e" not in page
+    key.refresh_from_db()
+    assert key.secret() == SECRET and ProviderKey.objects.filter(organization=organization).count() == 1
+
+
 def test_an_admin_deletes_a_key(console_for, organization, django_capture_on_commit_callbacks):
     key = create_provider_key(organization, name="gone")
     client = console_for(organization, "admin")

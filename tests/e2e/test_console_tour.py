@@ -42,7 +42,8 @@ def showcase(owner):
     limits_set(organization=organization, budget={"amount_usd": Decimal("500"), "period": "monthly"})
     key, _ = create_api_key(organization, name="search-indexer", team=research)
     create_api_key(organization, name="support-bot", team=support, rate_limits={"rpm": 120, "tpm": None})
-    provider_key = create_provider_key(organization, name="primary", base_url="https://api.openai.com/v1")
+    # The provider's default address (api.openai.com): the service resolves a base URL it is given.
+    provider_key = create_provider_key(organization, name="primary")
     make_alias(organization, "chat", "gpt-4o-mini")
     make_alias(organization, "chat-large", "gpt-4o")
     policies.policy_create(

@@ -133,6 +133,33 @@ def test_the_admin_console_rotates_a_provider_key_when_a_new_secret_is_given(adm
     assert key.weight == 4
 
 
+def test_the_admin_console_rotates_a_key_with_a_base_url_and_keeps_the_address(admin_browser, organization):
+    key = create_provider_key(organization, secret="sk-old-secret-1111", base_url="https://8.8.8.8/v1")
+    form = provider_key_form(organization, secret="sk-new-secret-2222", base_url="https://8.8.8.8/v1")
+    del form["organization"]
+
+    response = admin_browser.post(f"{PROVIDER_KEYS}/{key.id}/change/", form)
+
+    assert response.status_code == 302, response.content.decode()
+    key.refresh_from_db()
+    assert (key.base_url, key.secret()) == ("https://8.8.8.8/v1", "sk-new-secret-2222")
+    assert key.rotated_at is not None
+
+
+def test_the_admin_console_adds_a_disabled_key_when_the_box_is_unticked(
+    admin_browser, organization, django_capture_on_commit_callbacks
+):
+    form = provider_key_form(organization)
+    del form["is_active"]
+
+    with bumps_generation(organization, django_capture_on_commit_callbacks):
+        response = admin_browser.post(f"{PROVIDER_KEYS}/add/", form)
+
+    assert response.status_code == 302, response.content.decode()
+    key = ProviderKey.objects.get()
+    assert not key.is_active and key.secret() == "sk-console-secret-5555"
+
+
 def test_the_admin_console_cannot_move_a_provider_key_to_another_organization(
     admin_browser, organization, outsider
 ):
@@ -152,6 +179,8 @@ def test_the_admin_console_cannot_move_a_provider_key_to_another_organization(
         ({"provider": "openai_compatible"}, "A base URL is required"),
         ({"provider": "azure_openai", "base_url": "https://8.8.8.8"}, "api_version"),
         ({"secret": ""}, "needs its secret"),
+        ({"secret": "abc"}, "at least 4 characters"),
+        ({"weight": "-1"}, "greater than or equal to 0"),
     ],
 )
 def test_the_admin_console_refuses_a_provider_key_the_api_would_refuse(

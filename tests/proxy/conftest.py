@@ -51,10 +51,12 @@ def add_provider_key(organization, server, *, provider: str = "openai", secret: 
     fields.setdefault("data_region", "us")
     return provider_services.provider_key_create(
         organization=organization,
-        provider=provider,
-        secret=secret or f"sk-upstream-{server.name}-{provider}",
-        base_url=base_url,
-        **fields,
+        data={
+            "provider": provider,
+            "key": secret or f"sk-upstream-{server.name}-{provider}",
+            "base_url": base_url,
+            **fields,
+        },
     )
 
 

@@ -183,7 +183,7 @@ async def test_a_rotation_under_concurrent_traffic_fails_no_request(proxy, route
     try:
         assert await asyncio.to_thread(upstream.wait_for_requests, 40)
         await database_sync_to_async(provider_services.provider_key_rotate)(
-            provider_key=routed, secret="sk-new"
+            provider_key=routed, data={"key": "sk-new"}
         )
         rotated_at = len(upstream.requests)
         assert await asyncio.to_thread(upstream.wait_for_requests, rotated_at + 40)

@@ -139,7 +139,7 @@ async def test_every_candidate_failing_is_a_502_with_every_attempt_recorded(
     sdk, organization, upstream, records, settings
 ):
     settings.GATEWAY_MAX_ATTEMPTS = 3
-    for secret in ("a", "b", "c", "d"):
+    for secret in ("sk-a", "sk-b", "sk-c", "sk-d"):
         await add_provider_key_async(organization, upstream, secret=secret)
     await add_alias_async(organization, "fast", ("openai", "gpt-4o-mini"))
     upstream.behave("status", status=500)

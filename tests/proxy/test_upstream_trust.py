@@ -148,10 +148,12 @@ async def test_a_502_names_the_failure_without_the_upstreams_address(
     port = free_port()  # nothing listens there
     await database_sync_to_async(provider_services.provider_key_create)(
         organization=organization,
-        provider="openai",
-        secret=SECRET,
-        base_url=f"http://127.0.0.1:{port}/v1",
-        data_region="us",
+        data={
+            "provider": "openai",
+            "key": SECRET,
+            "base_url": f"http://127.0.0.1:{port}/v1",
+            "data_region": "us",
+        },
     )
 
     with caplog.at_level(logging.WARNING, logger="apps.proxy"):

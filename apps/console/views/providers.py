@@ -2,8 +2,9 @@
 region and the rest, enable or disable, rotate (a new secret in place, no gap), delete.
 
 Members read; admins and owners change. Every write is the API's service (the configuration generation
-is bumped), every form is checked by the API's serializer. A secret posted here is never put back in a
-page, not even in a form shown again after an error: only its last four characters are ever shown.
+is bumped), which checks the form's input as it checks the API's body (apps/providers/inputs.py). A
+secret posted here is never put back in a page, not even in a form shown again after an error: only its
+last four characters are ever shown.
 """
 
 from django.conf import settings
@@ -14,15 +15,10 @@ from django.urls import path
 from apps.audit.breaker_history import breaker_states
 from apps.console.access import Console, console_view
 from apps.console.areas import Navigation
-from apps.console.forms import check, flag, flat_errors, service_errors, text
+from apps.console.forms import flag, service_errors, text
 from apps.core.errors import GatewayError
 from apps.organizations.models import Role
 from apps.providers import selectors, services
-from apps.providers.api.serializers import (
-    ProviderKeyCreateSerializer,
-    ProviderKeyRotateSerializer,
-    ProviderKeyUpdateSerializer,
-)
 from apps.providers.models import DEFAULT_BASE_URLS, Provider, ProviderKey
 
 SECRET = "key"  # the form field that carries a secret: never echoed
@@ -90,23 +86,19 @@ def _form(request, console: Console, *, errors=None, form=None, status=200):
 def provider_key_create(request, console: Console):
     if request.method == "GET":
         return _form(request, console)
-    data, errors = check(ProviderKeyCreateSerializer, _create_input(request.POST))
-    status = 400
-    if data is not None:
-        fields = dict(data)
-        try:
-            provider_key = services.provider_key_create(
-                organization=console.organization, secret=fields.pop("key"), **fields
-            )
-        except GatewayError as error:
-            errors, status = service_errors(error), error.status
-        else:
-            messages.success(
-                request,
-                f"Added {provider_key}. The secret is stored encrypted and never shown again; "
-                "only its last four characters are.",
-            )
-            return redirect("console:provider-key", key_id=provider_key.id)
+    try:
+        provider_key = services.provider_key_create(
+            organization=console.organization, data=_create_input(request.POST)
+        )
+    except GatewayError as error:
+        errors, status = service_errors(error), error.status
+    else:
+        messages.success(
+            request,
+            f"Added {provider_key}. The secret is stored encrypted and never shown again; "
+            "only its last four characters are.",
+        )
+        return redirect("console:provider-key", key_id=provider_key.id)
     return _form(request, console, errors=errors, form=_without_secret(request.POST), status=status)
 
 
@@ -141,7 +133,7 @@ def provider_key_detail(request, console: Console, key_id):
 def _update_input(post, provider_key: ProviderKey) -> dict:
     """A PATCH of the fields the form carries: a form of one button (disable) changes one field. The
     base URL is sent only when it changed, with the secret for it (the API's rule); a secret without a
-    new base URL is sent too, for the serializer to point to rotate."""
+    new base URL is sent too, for the service to point to rotate."""
     data: dict = {}
     for name in ("name", "data_region", "api_version"):
         if name in post:
@@ -163,22 +155,15 @@ def _update_input(post, provider_key: ProviderKey) -> dict:
 @console_view(role=Role.ADMIN, methods=("POST",))
 def provider_key_update(request, console: Console, key_id):
     provider_key = _provider_key(console, key_id)
-    serializer = ProviderKeyUpdateSerializer(
-        provider_key, data=_update_input(request.POST, provider_key), partial=True
-    )
-    if serializer.is_valid():
-        changes = dict(serializer.validated_data)
-        try:
-            services.provider_key_update(
-                provider_key=provider_key, secret=changes.pop("key", None), **changes
-            )
-        except GatewayError as error:
-            errors, status = service_errors(error), error.status
-        else:
-            messages.success(request, f"Saved {provider_key}.")
-            return redirect("console:provider-key", key_id=provider_key.id)
+    try:
+        services.provider_key_update(
+            provider_key=provider_key, data=_update_input(request.POST, provider_key)
+        )
+    except GatewayError as error:
+        errors, status = service_errors(error), error.status
     else:
-        errors, status = flat_errors(serializer.errors), 400
+        messages.success(request, f"Saved {provider_key}.")
+        return redirect("console:provider-key", key_id=provider_key.id)
     provider_key.refresh_from_db()
     return _detail(
         request,
@@ -194,10 +179,14 @@ def provider_key_update(request, console: Console, key_id):
 @console_view(role=Role.ADMIN, methods=("POST",))
 def provider_key_rotate(request, console: Console, key_id):
     provider_key = _provider_key(console, key_id)
-    data, errors = check(ProviderKeyRotateSerializer, {"key": request.POST.get(SECRET, "")})
-    if data is None:
-        return _detail(request, console, provider_key, failed="rotate", errors=errors, status=400)
-    provider_key = services.provider_key_rotate(provider_key=provider_key, secret=data["key"])
+    try:
+        provider_key = services.provider_key_rotate(
+            provider_key=provider_key, data={"key": request.POST.get(SECRET, "")}
+        )
+    except GatewayError as error:
+        return _detail(
+            request, console, provider_key, failed="rotate", errors=service_errors(error), status=error.status
+        )
     messages.success(
         request,
         f"Rotated: the key now ends in …{provider_key.key_hint}. Requests that start from now on use the new "

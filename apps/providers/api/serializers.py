@@ -1,42 +1,13 @@
-from django.core.validators import RegexValidator
 from drf_spectacular.extensions import OpenApiSerializerExtension
-from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from apps.core.api.fields import REGION_PATTERN, StrictBooleanField, StrictCharField
-from apps.core.errors import InvalidRequest
-from apps.providers.addresses import check_upstream_url
-from apps.providers.models import NEEDS_API_VERSION, NEEDS_BASE_URL, Provider, ProviderKey, missing_settings
-
-REGION_MESSAGE = "A region label: lower-case letters, digits and '-' (us, eu, us-east)."
-
-
-@extend_schema_field(
-    {
-        "type": "string",
-        "format": "upstream-url",
-        "minLength": 1,  # the empty string is its own case
-        "maxLength": 500,
-        "description": "Empty for the provider's default address, or an http(s) URL with a host and no "
-        "credentials, query or fragment. A host that does not resolve, or resolves to a refused "
-        "address (link-local, metadata, private unless allowed), is a 400.",
-    }
+from apps.providers.inputs import (
+    ProviderKeyChangeInputSerializer,
+    ProviderKeyCreateInputSerializer,
+    ProviderKeyRotateInputSerializer,
+    UpstreamUrlField,
 )
-class UpstreamUrlField(StrictCharField):
-    def __init__(self, **kwargs):
-        kwargs.setdefault("max_length", 500)
-        kwargs.setdefault("allow_blank", True)
-        kwargs.setdefault("trim_whitespace", False)  # " https://..." is not a URL, and not quietly one
-        super().__init__(**kwargs)
-
-    def to_internal_value(self, data) -> str:
-        value = super().to_internal_value(data)
-        if not value:
-            return value
-        try:
-            return check_upstream_url(value)
-        except InvalidRequest as error:
-            raise serializers.ValidationError(error.message) from error
+from apps.providers.models import NEEDS_API_VERSION, NEEDS_BASE_URL, ProviderKey
 
 
 class ProviderKeySerializer(serializers.ModelSerializer):
@@ -68,85 +39,20 @@ class ProviderKeySerializer(serializers.ModelSerializer):
         return f"…{provider_key.key_hint}"
 
 
-class WeightField(serializers.FloatField):
-    """A number >= 0; JSON ``true`` is not a weight of 1."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, bool):
-            self.fail("invalid")
-        return super().to_internal_value(data)
+# The bodies of POST, PATCH and rotate: the inputs' fields (apps/providers/inputs.py), which the
+# services parse themselves; named here for the API's schema.
+class ProviderKeyCreateSerializer(ProviderKeyCreateInputSerializer):
+    pass
 
 
-def region_field(**kwargs) -> StrictCharField:
-    return StrictCharField(
-        max_length=32, validators=[RegexValidator(REGION_PATTERN, REGION_MESSAGE)], **kwargs
-    )
-
-
-class _ProviderKeyFields(serializers.Serializer):
-    name = StrictCharField(max_length=200, required=False, allow_blank=True)
-    weight = WeightField(min_value=0, max_value=1_000_000, required=False)
-    data_region = region_field()
-    base_url = UpstreamUrlField(required=False)
-    api_version = StrictCharField(
-        max_length=32,
-        required=False,
-        allow_blank=True,
-        validators=[RegexValidator(r"^[0-9a-zA-Z.\-]+$", "Letters, digits, '.' and '-' (2024-10-21).")],
-    )
-    supports_stream_usage = StrictBooleanField(required=False)
-
-
-def secret_field(**kwargs) -> StrictCharField:
-    return StrictCharField(max_length=4096, min_length=4, trim_whitespace=True, write_only=True, **kwargs)
-
-
-class ProviderKeyCreateSerializer(_ProviderKeyFields):
-    provider = serializers.ChoiceField(choices=Provider.choices)
-    key = secret_field()
-
-    def validate(self, attrs):
-        missing = missing_settings(
-            attrs["provider"], base_url=attrs.get("base_url", ""), api_version=attrs.get("api_version", "")
-        )
-        if missing:
-            raise serializers.ValidationError({field: [message] for field, message in missing.items()})
-        return attrs
-
-
-class ProviderKeyUpdateSerializer(_ProviderKeyFields):
+class ProviderKeyUpdateSerializer(ProviderKeyChangeInputSerializer):
     """A partial update of ``instance``. The secret changes through rotate, or with ``base_url``
     (which needs it: apps/providers/services.py); the provider never changes: a key of another
     provider is another key."""
 
-    data_region = region_field(required=False)
-    is_active = StrictBooleanField(required=False)
-    key = secret_field(required=False, help_text="Required with base_url: the secret for the new address.")
 
-    def validate(self, attrs):
-        refused = {}
-        if "key" in self.initial_data and "base_url" not in self.initial_data:
-            refused["key"] = [
-                'The secret is not changed here: POST /api/v1/provider-keys/{id}/rotate with {"key": "..."}.'
-            ]
-        if "provider" in self.initial_data:
-            refused["provider"] = ["The provider of a key cannot change; create a new key instead."]
-        if refused:
-            raise serializers.ValidationError(refused)
-        missing = missing_settings(
-            self.instance.provider,
-            base_url=attrs.get("base_url", self.instance.base_url),
-            api_version=attrs.get("api_version", self.instance.api_version),
-        )
-        # Only what this change touches: a key saved before a rule existed can still be drained.
-        touched = {field: [message] for field, message in missing.items() if field in attrs}
-        if touched:
-            raise serializers.ValidationError(touched)
-        return attrs
-
-
-class ProviderKeyRotateSerializer(serializers.Serializer):
-    key = secret_field()
+class ProviderKeyRotateSerializer(ProviderKeyRotateInputSerializer):
+    pass
 
 
 class ProviderKeyUpdateSchema(OpenApiSerializerExtension):

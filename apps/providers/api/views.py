@@ -3,7 +3,6 @@ from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from apps.core.errors import InvalidRequest
 from apps.organizations.tenancy import OrganizationScopedViewSet
 from apps.providers import services
 from apps.providers.models import ProviderKey
@@ -25,23 +24,12 @@ class ProviderKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Organ
 
     @extend_schema(request=ProviderKeyCreateSerializer, responses={201: ProviderKeySerializer})
     def create(self, request):
-        serializer = ProviderKeyCreateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        fields = dict(serializer.validated_data)
-        provider_key = services.provider_key_create(
-            organization=self.organization, secret=fields.pop("key"), **fields
-        )
+        provider_key = services.provider_key_create(organization=self.organization, data=request.data)
         return Response(ProviderKeySerializer(provider_key).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=ProviderKeyUpdateSerializer, responses={200: ProviderKeySerializer})
     def partial_update(self, request, pk=None):
-        provider_key = self.get_object()
-        serializer = ProviderKeyUpdateSerializer(provider_key, data=request.data, partial=True)
-        serializer.is_valid(raise_exception=True)
-        changes = dict(serializer.validated_data)
-        provider_key = services.provider_key_update(
-            provider_key=provider_key, secret=changes.pop("key", None), **changes
-        )
+        provider_key = services.provider_key_update(provider_key=self.get_object(), data=request.data)
         return Response(ProviderKeySerializer(provider_key).data)
 
     @extend_schema(responses={204: None})
@@ -52,16 +40,5 @@ class ProviderKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Organ
     @extend_schema(request=ProviderKeyRotateSerializer, responses={200: ProviderKeySerializer})
     @action(detail=True, methods=["post"])
     def rotate(self, request, pk=None):
-        provider_key = self.get_object()
-        if not isinstance(request.data, dict) or "key" not in request.data:
-            raise InvalidRequest(
-                'Send the replacement secret as {"key": "<new provider key>"}: a provider cannot be '
-                "asked for a new key by the gateway.",
-                code="replacement_required",
-            )
-        serializer = ProviderKeyRotateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        provider_key = services.provider_key_rotate(
-            provider_key=provider_key, secret=serializer.validated_data["key"]
-        )
+        provider_key = services.provider_key_rotate(provider_key=self.get_object(), data=request.data)
         return Response(ProviderKeySerializer(provider_key).data)

@@ -4,11 +4,22 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
-from apps.core.admin_mixins import ServiceAdmin
+from apps.core.admin_mixins import ServiceAdmin, service_errors_on
 from apps.limits.selectors import budget_representation, rate_limits_representation
 
 from . import services
 from .models import DEFAULT_THRESHOLDS, Limits
+
+# The service's fields (inputs.py) as this form names them.
+FORM_FIELDS = {
+    "budget.amount_usd": "budget_usd",
+    "budget.period": "budget_period",
+    "budget.starts_at": "budget_starts_at",
+    "budget.ends_at": "budget_ends_at",
+    "budget.thresholds": "budget_thresholds",
+    "rate_limits.rpm": "rpm",
+    "rate_limits.tpm": "tpm",
+}
 
 
 class ThresholdsField(forms.CharField):
@@ -69,8 +80,10 @@ class LimitsForm(forms.ModelForm):
         for name, target in (("team", team), ("api_key", api_key)):
             if target is not None and organization is not None and target.organization_id != organization.id:
                 self.add_error(name, "This belongs to another organization.")
-        if cleaned.get("budget_usd") is not None and not cleaned.get("budget_period"):
-            self.add_error("budget_period", "A budget needs a period.")
+        # The service's rules (a fixed window's ends, thresholds each once, ...), shown on the form's
+        # fields before the save asks the service again.
+        with service_errors_on(self, aliases=FORM_FIELDS):
+            services.limits_check(budget=self.budget(), rate_limits=self.rate_limits())
         if cleaned.get("budget_usd") is None and cleaned.get("rpm") is None and cleaned.get("tpm") is None:
             if self.instance._state.adding:
                 raise forms.ValidationError("Set a budget or a rate limit (delete limits to remove them).")
@@ -87,7 +100,7 @@ class LimitsForm(forms.ModelForm):
             return None
         return {
             "amount_usd": data["budget_usd"],
-            "period": data["budget_period"],
+            "period": data.get("budget_period"),
             "starts_at": data.get("budget_starts_at"),
             "ends_at": data.get("budget_ends_at"),
             "thresholds": data.get("budget_thresholds"),

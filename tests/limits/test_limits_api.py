@@ -8,7 +8,7 @@ import pytest
 
 from apps.core.errors import InvalidRequest
 from apps.limits.models import Limits
-from apps.limits.services import limits_set
+from apps.limits.services import limits_check, limits_set
 from tests.factories import TeamFactory, create_api_key
 from tests.management.errors import assert_error
 from tests.management.generations import bumps_generation
@@ -499,3 +499,20 @@ def test_the_admin_console_shows_the_organizations_and_keys_limits(admin_browser
 
     assert "rpm 5, tpm None" in organization_page.content.decode()
     assert "budget 40 USD daily" in key_page.content.decode()
+
+
+def test_a_budget_the_service_parsed_parses_the_same_again(organization):
+    # Teams and keys parse their bodies with the limits' input fields and hand the result to
+    # limits_set, which parses it again: a Decimal amount and datetimes read as what they are.
+    budget = {
+        "amount_usd": "25.50",
+        "period": "fixed",
+        "starts_at": "2027-01-01T00:00:00Z",
+        "ends_at": "2027-02-01T00:00:00Z",
+        "thresholds": [80, 50],
+    }
+    once = limits_check(budget=budget, rate_limits={"rpm": 5})
+
+    assert once["budget"]["amount_usd"] == Decimal("25.50") and once["budget"]["thresholds"] == [50, 80]
+    assert once["rate_limits"] == {"rpm": 5, "tpm": None}
+    assert limits_check(**once) == once

@@ -40,7 +40,7 @@ def create(upstream: str) -> dict[str, str]:
     # A fresh organization each run: on a shared database (DATABASE_URL) nothing clashes.
     suffix = secrets.token_hex(4)
     organization = Organization.objects.create(name=f"Benchmark {suffix}", slug=f"bench-{suffix}")
-    _, secret = api_key_create(organization=organization, name="bench")
+    _, secret = api_key_create(organization=organization, data={"name": "bench"})
     provider_key_create(
         organization=organization,
         data={"provider": "openai", "key": "sk-bench-upstream", "base_url": upstream, "data_region": "us"},
@@ -49,14 +49,14 @@ def create(upstream: str) -> dict[str, str]:
         organization=organization,
         data={"alias": ALIAS, "deployments": [{"provider": "openai", "upstream_model": UPSTREAM_MODEL}]},
     )
-    limited, limited_secret = api_key_create(organization=organization, name="bench with limits")
+    limited, limited_secret = api_key_create(organization=organization, data={"name": "bench with limits"})
     limits_set(
         organization=organization,
         api_key=limited,
         budget={"amount_usd": Decimal("99999999"), "period": "monthly"},
         rate_limits={"rpm": 1_000_000_000, "tpm": 1_000_000_000},
     )
-    policed, policed_secret = api_key_create(organization=organization, name="bench with policies")
+    policed, policed_secret = api_key_create(organization=organization, data={"name": "bench with policies"})
     for policy in ten_policies():
         policy_create(organization=organization, data={**policy, "scope": {"api_keys": [str(policed.id)]}})
     template = template_create(organization=organization, data={"slug": TEMPLATE, "name": "Bench"})

@@ -58,10 +58,14 @@ class TeamFactory(factory.django.DjangoModelFactory):
     slug = factory.LazyAttribute(lambda o: slugify(o.name))
 
 
-def create_api_key(organization: Organization, **kwargs) -> tuple[ApiKey, str]:
-    """Keys go through the service: it is the only place a secret is made."""
-    kwargs.setdefault("name", "test key")
-    return key_services.api_key_create(organization=organization, **kwargs)
+def create_api_key(organization: Organization, *, created_by=None, **values) -> tuple[ApiKey, str]:
+    """Keys go through the service: it is the only place a secret is made. ``values``: the API's body
+    (a ``team`` for its ``team_id``)."""
+    values.setdefault("name", "test key")
+    if "team" in values:
+        team = values.pop("team")
+        values["team_id"] = None if team is None else str(team.pk)
+    return key_services.api_key_create(organization=organization, data=values, created_by=created_by)
 
 
 class ModelAliasFactory(factory.django.DjangoModelFactory):

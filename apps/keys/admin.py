@@ -8,6 +8,9 @@ from apps.limits.admin import limits_summary
 from . import services
 from .models import ApiKey, Permission
 
+# The writable fields this form has besides its organization and team, as the services take them.
+FIELDS = ("name", "permissions", "expires_at", "allowed_models")
+
 
 class ApiKeyAddForm(forms.ModelForm):
     permissions = forms.MultipleChoiceField(
@@ -22,14 +25,18 @@ class ApiKeyAddForm(forms.ModelForm):
     def clean(self):
         cleaned = super().clean()
         if cleaned.get("organization") is not None:
-            # The service's rules, shown on the form's fields before the save asks the service again.
+            # The service's rules (a team of the organization, an expiry in the future, ...), shown on
+            # the form's fields before the save asks the service again.
             with service_errors_on(self, aliases={"team_id": "team"}):
-                services.api_key_check(
-                    organization=cleaned["organization"],
-                    team=cleaned.get("team"),
-                    expires_at=cleaned.get("expires_at"),
-                )
+                services.api_key_check(organization=cleaned["organization"], data=self.key_input())
         return cleaned
+
+    def key_input(self) -> dict:
+        """The form's values as the services take them (inputs.py ``ApiKeyInputSerializer``)."""
+        data = {name: self.cleaned_data[name] for name in FIELDS if name in self.cleaned_data}
+        team = self.cleaned_data.get("team")
+        data["team_id"] = None if team is None else str(team.pk)
+        return data
 
 
 @admin.register(ApiKey)
@@ -84,13 +91,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         # Created by the service the API uses (its event, its limits), then the admin's unsaved
         # object becomes that key, for the page that shows the secret and the admin's history.
         created, secret = services.api_key_create(
-            organization=obj.organization,
-            name=obj.name,
-            permissions=obj.permissions,
-            team=obj.team,
-            expires_at=obj.expires_at,
-            allowed_models=obj.allowed_models,
-            created_by=request.user,
+            organization=obj.organization, data=form.key_input(), created_by=request.user
         )
         for field in created._meta.concrete_fields:
             setattr(obj, field.attname, getattr(created, field.attname))

@@ -1,22 +1,24 @@
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from django.db import transaction
 from django.utils import timezone
 
 from apps.accounts.models import User
-from apps.core.errors import invalid_fields
+from apps.core.api.serializers import validated
+from apps.core.errors import invalid_field
 from apps.core.generations import bump_generation
 from apps.core.model_patterns import checked_model_patterns
 from apps.events.models import EventType
 from apps.events.publish import raise_event_on_commit
 from apps.limits.services import UNSET, limits_set
 from apps.organizations.models import Organization
-from apps.teams.models import Team
 
 from . import revocation
-from .models import ApiKey, Permission
+from .inputs import ApiKeyChangeInputSerializer, ApiKeyInputSerializer
+from .models import ApiKey
 from .secrets import api_key_digest, api_key_prefix, generate_api_key
 
 KEY_WARNING = (
@@ -25,56 +27,44 @@ KEY_WARNING = (
 )
 
 
+def api_key_check(*, organization: Organization, data: Mapping, partial: bool = False) -> dict[str, Any]:
+    """``data`` (the API's body, inputs.py: a new key's ``ApiKeyInputSerializer``; ``partial``, a
+    change's ``ApiKeyChangeInputSerializer``, only the fields it names) as the key stores it, for every
+    way in (the API, the admin's form, the console): the team one of ``organization``'s (read as
+    ``team``), the expiry in the future, the regions sorted and each once, the model patterns checked
+    (apps/core/model_patterns.py). Raises ``InvalidRequest`` naming each field at fault (``team_id``,
+    ``expires_at``). The budget and rate limits are parsed here with the limits' fields; their rules
+    are ``limits_set``'s."""
+    serializer = ApiKeyChangeInputSerializer if partial else ApiKeyInputSerializer
+    values = dict(validated(serializer, data, partial=partial, context={"organization": organization}))
+    expires_at = values.get("expires_at")
+    if expires_at is not None and expires_at <= timezone.now():
+        raise invalid_field("expires_at", "Must be in the future.")
+    if "permissions" in values:
+        values["permissions"] = sorted(set(values["permissions"]))
+    if "allowed_data_regions" in values:
+        values["allowed_data_regions"] = sorted(set(values["allowed_data_regions"]))
+    if "allowed_models" in values:
+        values["allowed_models"] = checked_model_patterns(values["allowed_models"])
+    return values
+
+
 def api_key_create(
-    *,
-    organization: Organization,
-    name: str,
-    permissions: Iterable[str] = (Permission.LLM,),
-    team: Team | None = None,
-    expires_at: datetime | None = None,
-    allowed_data_regions: Iterable[str] = (),
-    allowed_models: Iterable[str] | None = (),
-    created_by: User | None = None,
-    budget=UNSET,
-    rate_limits=UNSET,
+    *, organization: Organization, data: Mapping, created_by: User | None = None
 ) -> tuple[ApiKey, str]:
     """Creates a key and returns it with its secret, the only time the secret exists in clear.
-    ``budget`` and ``rate_limits`` as ``limits_set`` takes them, in the key's transaction: a refused
-    budget creates no key. ``allowed_models``: the models the key may call, within its team's and
-    organization's (apps/core/model_patterns.py); empty for any."""
-    api_key_check(organization=organization, team=team, expires_at=expires_at)
-    allowed_models = checked_model_patterns(allowed_models)
-    api_key = ApiKey(
-        organization=organization,
-        team=team,
-        name=name,
-        permissions=sorted(set(permissions)),
-        expires_at=expires_at,
-        allowed_data_regions=sorted(set(allowed_data_regions)),
-        allowed_models=allowed_models,
-        created_by=created_by,
-    )
+    ``data``: the API's body (``api_key_check``); ``budget`` and ``rate_limits`` are set in the key's
+    transaction (``limits_set``): a refused budget creates no key. ``allowed_models``: the models the
+    key may call, within its team's and organization's; empty for any."""
+    values = api_key_check(organization=organization, data=data)
+    budget, rate_limits = values.pop("budget", UNSET), values.pop("rate_limits", UNSET)
+    api_key = ApiKey(organization=organization, created_by=created_by, **values)
     secret = api_key_issue_secret(api_key=api_key)
     with transaction.atomic():
         api_key.save()
         limits_set(organization=organization, api_key=api_key, budget=budget, rate_limits=rate_limits)
         raise_event_on_commit(organization.id, EventType.API_KEY_CREATED, _event_data(api_key))
     return api_key, secret
-
-
-def api_key_check(
-    *, organization: Organization, team: Team | None = None, expires_at: datetime | None = None
-) -> None:
-    """The rules of a key's fields beyond their types, in one place for every way in (the API, the
-    admin's form, the console): the team is the organization's, the expiry in the future. Raises
-    ``InvalidRequest`` naming each field at fault (``team_id``, ``expires_at``)."""
-    errors = {}
-    if team is not None and team.organization_id != organization.id:
-        errors["team_id"] = ["This team belongs to another organization."]
-    if expires_at is not None and expires_at <= timezone.now():
-        errors["expires_at"] = ["Must be in the future."]
-    if errors:
-        raise invalid_fields(errors)
 
 
 def _event_data(api_key: ApiKey) -> dict:
@@ -87,22 +77,13 @@ def _event_data(api_key: ApiKey) -> dict:
     }
 
 
-# What a key's owner may change; its secret, organization, team and permissions stay what they were.
-UPDATABLE_FIELDS = ("name", "expires_at", "allowed_data_regions", "allowed_models")
-
-
-def api_key_update(*, api_key: ApiKey, budget=UNSET, rate_limits=UNSET, **changes) -> ApiKey:
-    """Changes a key's name, expiry (in the future, or None for never), allowed regions or models, and its
-    budget and rate limits, in one transaction; bumps the generation, so every proxy worker reads
-    the key and its limits again for its next request."""
-    unknown = set(changes) - set(UPDATABLE_FIELDS)
-    if unknown:
-        raise TypeError(f"Not changeable: {', '.join(sorted(unknown))}")
-    api_key_check(organization=api_key.organization, expires_at=changes.get("expires_at"))
-    if "allowed_data_regions" in changes:
-        changes["allowed_data_regions"] = sorted(set(changes["allowed_data_regions"]))
-    if "allowed_models" in changes:
-        changes["allowed_models"] = checked_model_patterns(changes["allowed_models"])
+def api_key_update(*, api_key: ApiKey, data: Mapping) -> ApiKey:
+    """Changes a key's name, expiry (in the future, or None for never), allowed regions or models, and
+    its budget and rate limits, as the API's PATCH body names them (``api_key_check``, partial; its
+    secret, organization, team and permissions stay what they were), in one transaction; bumps the
+    generation, so every proxy worker reads the key and its limits again for its next request."""
+    changes = api_key_check(organization=api_key.organization, data=data, partial=True)
+    budget, rate_limits = changes.pop("budget", UNSET), changes.pop("rate_limits", UNSET)
     for field, value in changes.items():
         setattr(api_key, field, value)
     with transaction.atomic():

@@ -301,7 +301,7 @@ async def test_a_key_update_reaches_the_next_request_although_the_key_was_cached
 
     assert (await chat(proxy, plain_key)).status_code == 200  # the key is held by this worker now
     api_key = await database_sync_to_async(lambda: organization.api_keys.get())()
-    await database_sync_to_async(api_key_update)(api_key=api_key, allowed_data_regions=["eu"])
+    await database_sync_to_async(api_key_update)(api_key=api_key, data={"allowed_data_regions": ["eu"]})
     response = await chat(proxy, plain_key)
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "no_key_in_region"  # the upstream key is in "us"

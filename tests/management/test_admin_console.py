@@ -59,7 +59,7 @@ def test_the_admin_console_refuses_a_team_of_another_organization(admin_browser,
         {"organization": organization.id, "team": foreign_team.id, "name": "x", "permissions": ["proxy:llm"]},
     )
     assert response.status_code == 200
-    assert "This team belongs to another organization." in response.content.decode()
+    assert "No such object in this organization." in response.content.decode()
     assert not ApiKey.objects.exists()
 
 

@@ -114,7 +114,7 @@ async def test_a_keys_list_narrows_its_teams_and_other_keys_are_untouched(
 ):
     await update_team(team=team, allowed_models=["fast", "smart"])
     api_key, secret = team_key
-    await update_key(api_key=api_key, allowed_models=["smart"])
+    await update_key(api_key=api_key, data={"allowed_models": ["smart"]})
     assert (await call(proxy, secret, "smart")).status_code == 200
     assert_refused(await call(proxy, secret, "fast"), "fast", "API key")
     assert await listed(proxy, secret) == ["smart"]
@@ -125,7 +125,7 @@ async def test_a_keys_list_narrows_its_teams_and_other_keys_are_untouched(
 
 async def test_embeddings_and_streams_are_held_to_the_list_too(proxy, organization, catalog, team_key):
     api_key, secret = team_key
-    await update_key(api_key=api_key, allowed_models=["fast"])
+    await update_key(api_key=api_key, data={"allowed_models": ["fast"]})
     embeddings = await proxy.post(
         "/v1/embeddings", json={"model": "embed", "input": "hi"}, headers=bearer(secret)
     )
@@ -147,7 +147,7 @@ async def test_a_cleared_list_applies_to_the_next_request(proxy, organization, c
 async def test_the_openai_sdk_raises_permission_denied_and_lists_only_what_it_may_call(
     organization, catalog, gateway_key, sdk
 ):
-    await update_key(api_key=gateway_key[0], allowed_models=["fast"])
+    await update_key(api_key=gateway_key[0], data={"allowed_models": ["fast"]})
     with pytest.raises(openai.PermissionDeniedError) as refused:
         await sdk.chat.completions.create(model="smart", messages=[{"role": "user", "content": "hi"}])
     assert refused.value.code == "model_not_allowed"

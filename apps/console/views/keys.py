@@ -1,4 +1,6 @@
-"""API keys: list, create (the key shown once), edit limits and budget, revoke."""
+"""API keys: list, create (the key shown once), edit limits and budget, revoke.
+
+Input is written through the API's services, which check it (apps/keys/inputs.py)."""
 
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
@@ -8,10 +10,9 @@ from django.views.decorators.cache import never_cache
 
 from apps.console.access import Console, console_view
 from apps.console.areas import Navigation
-from apps.console.forms import check, labels, limits_input, service_errors, text
+from apps.console.forms import labels, limits_input, service_errors, text
 from apps.core.errors import GatewayError
 from apps.keys import selectors, services
-from apps.keys.api.serializers import ApiKeyCreateSerializer, ApiKeyUpdateSerializer
 from apps.keys.models import ApiKey, Permission
 from apps.limits.api.serializers import attached_limits
 from apps.limits.models import BudgetPeriod, Scope
@@ -56,28 +57,21 @@ def api_key_list(request, console: Console):
 def api_key_create(request, console: Console):
     errors: dict = {}
     if request.method == "POST":
-        data, errors = check(
-            ApiKeyCreateSerializer, _key_input(request.POST, creating=True), organization=console.organization
-        )
-        if data is not None:
-            try:
-                api_key, secret = services.api_key_create(
-                    organization=console.organization, created_by=console.user, **data
-                )
-            except GatewayError as error:
-                errors = service_errors(error)
-            else:
-                return render(
-                    request,
-                    "console/keys/created.html",
-                    {
-                        "console": console,
-                        "api_key": api_key,
-                        "secret": secret,
-                        "warning": services.KEY_WARNING,
-                    },
-                    status=201,
-                )
+        try:
+            api_key, secret = services.api_key_create(
+                organization=console.organization,
+                created_by=console.user,
+                data=_key_input(request.POST, creating=True),
+            )
+        except GatewayError as error:
+            errors = service_errors(error)
+        else:
+            return render(
+                request,
+                "console/keys/created.html",
+                {"console": console, "api_key": api_key, "secret": secret, "warning": services.KEY_WARNING},
+                status=201,
+            )
     return render(
         request,
         "console/keys/form.html",
@@ -125,17 +119,13 @@ def api_key_detail(request, console: Console, key_id):
 @console_view(role=Role.ADMIN, methods=("POST",))
 def api_key_update(request, console: Console, key_id):
     api_key = get_object_or_404(selectors.api_keys_of(console.organization.id), pk=key_id)
-    data, errors = check(
-        ApiKeyUpdateSerializer, _key_input(request.POST, creating=False), organization=console.organization
-    )
-    if data is not None:
-        try:
-            services.api_key_update(api_key=api_key, **data)
-        except GatewayError as error:
-            errors = service_errors(error)
-        else:
-            messages.success(request, f"Saved {api_key.name}.")
-            return redirect("console:api-key", key_id=api_key.id)
+    try:
+        services.api_key_update(api_key=api_key, data=_key_input(request.POST, creating=False))
+    except GatewayError as error:
+        errors = service_errors(error)
+    else:
+        messages.success(request, f"Saved {api_key.name}.")
+        return redirect("console:api-key", key_id=api_key.id)
     return _detail(request, console, api_key, errors=errors, form=request.POST)
 
 

@@ -18,11 +18,18 @@ class ClosedSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
-def validated(serializer_class: type[serializers.Serializer], data, *, partial: bool = False) -> Mapping:
+def validated(
+    serializer_class: type[serializers.Serializer],
+    data,
+    *,
+    partial: bool = False,
+    context: Mapping | None = None,
+) -> Mapping:
     """``data`` parsed by the serializer, for a service that takes raw input (the API's body, the
     admin's JSON field): refused as ``InvalidRequest`` with the fields and message the management API
-    gives a serializer's errors, so the API answers the same whether the view or the service parsed."""
-    serializer = serializer_class(data=data, partial=partial)
+    gives a serializer's errors, so the API answers the same whether the view or the service parsed.
+    ``context``: what its fields read (the ``organization`` a scoped reference must belong to)."""
+    serializer = serializer_class(data=data, partial=partial, context=dict(context or {}))
     if serializer.is_valid():
         return serializer.validated_data
     fields, message = validation_fields(serializer.errors)

@@ -1,10 +1,8 @@
 from rest_framework import serializers
 
-from apps.core.api.fields import DataRegionsField, ModelPatternsField, StrictCharField
-from apps.keys.models import ApiKey, KeyStatus, Permission
+from apps.keys.inputs import ApiKeyChangeInputSerializer, ApiKeyInputSerializer
+from apps.keys.models import ApiKey, KeyStatus
 from apps.limits.api.serializers import BudgetField, RateLimitsField, UsageSerializer
-from apps.organizations.tenancy import OrganizationScopedRelatedField
-from apps.teams.models import Team
 
 
 class ApiKeySerializer(serializers.ModelSerializer):
@@ -44,36 +42,12 @@ class ApiKeyDetailSerializer(ApiKeySerializer):
         read_only_fields = fields
 
 
-class ApiKeyCreateSerializer(serializers.Serializer):
-    name = StrictCharField(max_length=200)
-    permissions = serializers.ListField(
-        child=serializers.ChoiceField(choices=Permission.values),
-        allow_empty=False,
-        default=lambda: [Permission.LLM.value],
-    )
-    team_id = OrganizationScopedRelatedField(
-        queryset=Team.objects.all(), source="team", required=False, allow_null=True
-    )
-    expires_at = serializers.DateTimeField(
-        required=False, allow_null=True, help_text="In the future (services.api_key_check), or null."
-    )
-    allowed_data_regions = DataRegionsField(required=False)
-    allowed_models = ModelPatternsField()
-    budget = BudgetField()
-    rate_limits = RateLimitsField()
+class ApiKeyCreateSerializer(ApiKeyInputSerializer):
+    pass
 
 
-class ApiKeyUpdateSerializer(serializers.Serializer):
+class ApiKeyUpdateSerializer(ApiKeyChangeInputSerializer):
     """A PATCH: only the fields it names change. The secret, team and permissions never do."""
-
-    name = StrictCharField(max_length=200, required=False)
-    expires_at = serializers.DateTimeField(
-        required=False, allow_null=True, help_text="In the future (services.api_key_check), or null."
-    )
-    allowed_data_regions = DataRegionsField(required=False)
-    allowed_models = ModelPatternsField()
-    budget = BudgetField()
-    rate_limits = RateLimitsField()
 
 
 class ApiKeyCreatedSerializer(ApiKeySerializer):

@@ -46,10 +46,8 @@ class ApiKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Organizati
 
     @extend_schema(request=ApiKeyCreateSerializer, responses={201: ApiKeyCreatedSerializer})
     def create(self, request):
-        serializer = ApiKeyCreateSerializer(data=request.data, context=self.get_serializer_context())
-        serializer.is_valid(raise_exception=True)
         api_key, secret = services.api_key_create(
-            organization=self.organization, created_by=request.user, **serializer.validated_data
+            organization=self.organization, created_by=request.user, data=request.data
         )
         api_key.key = secret
         api_key.warning = services.KEY_WARNING
@@ -64,9 +62,7 @@ class ApiKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Organizati
     @extend_schema(request=ApiKeyUpdateSerializer, responses={200: ApiKeyDetailSerializer})
     def partial_update(self, request, pk=None):
         api_key = self.get_object()
-        serializer = ApiKeyUpdateSerializer(data=request.data, context=self.get_serializer_context())
-        serializer.is_valid(raise_exception=True)
-        services.api_key_update(api_key=api_key, **serializer.validated_data)
+        services.api_key_update(api_key=api_key, data=request.data)
         api_key = self.get_object()  # read again: the limits changed
         api_key.usage = self._usage(api_key)
         return Response(ApiKeyDetailSerializer(api_key).data)

@@ -1,11 +1,14 @@
 from django import forms
 from django.contrib import admin
 
-from apps.core.admin_mixins import DataRegionsField, ModelPatternsField, ServiceAdmin
+from apps.core.admin_mixins import DataRegionsField, ModelPatternsField, ServiceAdmin, service_errors_on
 from apps.limits.admin import limits_summary
 
 from . import services
 from .models import Team, TeamMembership
+
+# The writable fields, as the services take them (inputs.py), which check them.
+FIELDS = ("name", "slug", "allowed_data_regions", "allowed_models")
 
 
 class TeamForm(forms.ModelForm):
@@ -14,7 +17,19 @@ class TeamForm(forms.ModelForm):
 
     class Meta:
         model = Team
-        fields = ("organization", "name", "slug", "allowed_data_regions", "allowed_models")
+        fields = ("organization", *FIELDS)
+
+    def clean(self):
+        cleaned = super().clean()
+        # The service's rules (model patterns within bounds, ...), shown on the form's fields before
+        # the save asks the service again: the values typed, or on a change those changed.
+        names = FIELDS if self.instance._state.adding else self.changed_data
+        with service_errors_on(self):
+            services.team_check(
+                data={name: cleaned[name] for name in names if name in cleaned and name in FIELDS},
+                partial=True,
+            )
+        return cleaned
 
 
 @admin.register(Team)
@@ -42,10 +57,13 @@ class TeamAdmin(ServiceAdmin):
         return self.readonly_fields
 
     def service_create(self, request, form) -> Team:
-        return services.team_create(**{name: form.cleaned_data[name] for name in TeamForm.Meta.fields})
+        return services.team_create(
+            organization=form.cleaned_data["organization"],
+            data={name: form.cleaned_data[name] for name in FIELDS},
+        )
 
     def service_update(self, request, obj: Team, form, changes: dict) -> None:
-        services.team_update(team=obj, **changes)
+        services.team_update(team=obj, data=changes)
 
     def service_delete(self, request, obj: Team) -> None:
         services.team_delete(team=obj)
@@ -75,7 +93,9 @@ class TeamMembershipAdmin(ServiceAdmin):
         return self.readonly_fields
 
     def service_create(self, request, form) -> TeamMembership:
-        return services.team_member_add(team=form.cleaned_data["team"], user=form.cleaned_data["user"])
+        return services.team_member_add(
+            team=form.cleaned_data["team"], data={"user_id": str(form.cleaned_data["user"].pk)}
+        )
 
     def service_update(self, request, obj: TeamMembership, form, changes: dict) -> None:
         pass  # nothing of a membership can change: its two fields are read-only once it exists

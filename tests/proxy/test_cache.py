@@ -273,8 +273,12 @@ async def regional(organization, upstream):
     await add_provider_key_async(organization, upstream, secret="sk-upstream-eu", data_region="eu")
     await add_alias_async(organization, "fast", ("openai", "gpt-4o-mini"))
     create_team = database_sync_to_async(team_create)
-    await create_team(organization=organization, name="US", slug="us-team", allowed_data_regions=["us"])
-    await create_team(organization=organization, name="EU", slug="eu-team", allowed_data_regions=["eu"])
+    await create_team(
+        organization=organization, data={"name": "US", "slug": "us-team", "allowed_data_regions": ["us"]}
+    )
+    await create_team(
+        organization=organization, data={"name": "EU", "slug": "eu-team", "allowed_data_regions": ["eu"]}
+    )
     return upstream
 
 
@@ -288,7 +292,7 @@ async def test_a_team_restricted_to_a_region_without_a_key_is_not_served_another
     from apps.teams.services import team_create
 
     await database_sync_to_async(team_create)(
-        organization=organization, name="EU", slug="eu-team", allowed_data_regions=["eu"]
+        organization=organization, data={"name": "EU", "slug": "eu-team", "allowed_data_regions": ["eu"]}
     )
     assert (await ask(sdk)).headers["x-gateway-cache"] == "miss"  # answered in the US
 
@@ -306,7 +310,7 @@ async def test_l3_without_an_embeddings_key_in_the_requests_regions_is_skipped_w
     from apps.teams.services import team_create
 
     await database_sync_to_async(team_create)(
-        organization=organization, name="EU", slug="eu-team", allowed_data_regions=["eu"]
+        organization=organization, data={"name": "EU", "slug": "eu-team", "allowed_data_regions": ["eu"]}
     )
 
     with (

@@ -82,7 +82,7 @@ async def test_an_organizations_list_refuses_other_models_before_any_upstream_ca
 async def test_a_pattern_allows_an_alias_whose_every_deployment_it_matches(
     proxy, organization, catalog, team, team_key
 ):
-    await update_team(team=team, allowed_models=["openai/gpt-4o-mini*"])
+    await update_team(team=team, data={"allowed_models": ["openai/gpt-4o-mini*"]})
     secret = team_key[1]
     assert (await call(proxy, secret, "fast")).status_code == 200  # fast is served by openai/gpt-4o-mini
     assert_refused(await call(proxy, secret, "smart"), "smart", "team")
@@ -99,7 +99,7 @@ async def test_a_team_list_narrows_the_organizations_and_never_widens_it(
     proxy, organization, catalog, team, team_key
 ):
     await update_organization(organization=organization, allowed_models=["fast", "smart"])
-    await update_team(team=team, allowed_models=["smart", "anthropic/*"])
+    await update_team(team=team, data={"allowed_models": ["smart", "anthropic/*"]})
     secret = team_key[1]
     assert (await call(proxy, secret, "smart")).status_code == 200
     assert_refused(await call(proxy, secret, "fast"), "fast", "team")
@@ -112,7 +112,7 @@ async def test_a_team_list_narrows_the_organizations_and_never_widens_it(
 async def test_a_keys_list_narrows_its_teams_and_other_keys_are_untouched(
     proxy, organization, catalog, team, team_key, gateway_key
 ):
-    await update_team(team=team, allowed_models=["fast", "smart"])
+    await update_team(team=team, data={"allowed_models": ["fast", "smart"]})
     api_key, secret = team_key
     await update_key(api_key=api_key, data={"allowed_models": ["smart"]})
     assert (await call(proxy, secret, "smart")).status_code == 200

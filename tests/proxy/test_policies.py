@@ -919,7 +919,9 @@ async def test_a_configuration_read_again_for_another_change_compiles_no_policy(
     headers = bearer(gateway_key[1])
     assert (await proxy.post("/v1/chat/completions", json=_body(), headers=headers)).status_code == 200
 
-    await database_sync_to_async(team_create)(organization=organization, name="Later", slug="later")
+    await database_sync_to_async(team_create)(
+        organization=organization, data={"name": "Later", "slug": "later"}
+    )
     assert (await proxy.post("/v1/chat/completions", json=_body(), headers=headers)).status_code == 200
     assert compiled == [["pii"]]  # the team's change was read, the policies were not compiled again
 

@@ -14,9 +14,7 @@ from django.utils import timezone
 from apps.console.access import Console, console_view
 from apps.console.areas import Navigation
 from apps.console.forms import (
-    check,
     choice_flag,
-    flat_errors,
     labels,
     limits_input,
     service_errors,
@@ -29,7 +27,6 @@ from apps.limits.models import BudgetPeriod, Scope
 from apps.limits.usage import usage_of
 from apps.organizations.models import Role
 from apps.teams import selectors, services
-from apps.teams.api.serializers import TeamMemberAddSerializer, TeamSerializer
 from apps.teams.models import Team
 
 
@@ -64,16 +61,15 @@ def team_create(request, console: Console):
     errors: dict = {}
     status = 200
     if request.method == "POST":
-        data, errors = check(TeamSerializer, _team_input(request.POST, creating=True))
-        status = 400
-        if data is not None:
-            try:
-                team = services.team_create(organization=console.organization, **data)
-            except GatewayError as error:
-                errors, status = service_errors(error), error.status
-            else:
-                messages.success(request, f"Created the team {team.name} ({team.slug}).")
-                return redirect("console:team", team_id=team.id)
+        try:
+            team = services.team_create(
+                organization=console.organization, data=_team_input(request.POST, creating=True)
+            )
+        except GatewayError as error:
+            errors, status = service_errors(error), error.status
+        else:
+            messages.success(request, f"Created the team {team.name} ({team.slug}).")
+            return redirect("console:team", team_id=team.id)
     return render(
         request,
         "console/teams/form.html",
@@ -128,17 +124,13 @@ def team_detail(request, console: Console, team_id):
 @console_view(role=Role.ADMIN, methods=("POST",))
 def team_update(request, console: Console, team_id):
     team = _team(console, team_id)
-    serializer = TeamSerializer(team, data=_team_input(request.POST, creating=False), partial=True)
-    if serializer.is_valid():
-        try:
-            services.team_update(team=team, **serializer.validated_data)
-        except GatewayError as error:
-            errors, status = service_errors(error), error.status
-        else:
-            messages.success(request, f"Saved {team.name}.")
-            return redirect("console:team", team_id=team.id)
+    try:
+        services.team_update(team=team, data=_team_input(request.POST, creating=False))
+    except GatewayError as error:
+        errors, status = service_errors(error), error.status
     else:
-        errors, status = flat_errors(serializer.errors), 400
+        messages.success(request, f"Saved {team.name}.")
+        return redirect("console:team", team_id=team.id)
     # Read again: a refused change may have been applied to the instance before it was refused.
     return _detail(
         request,
@@ -169,16 +161,13 @@ def team_member_add(request, console: Console, team_id):
     team = _team(console, team_id)
     user_id, email = text(request.POST, "user_id"), text(request.POST, "email")
     data = {"user_id": user_id} if user_id else {"email": email} if email else {}
-    data, errors = check(TeamMemberAddSerializer, data, organization=console.organization)
-    status = 400
-    if data is not None:
-        try:
-            membership = services.team_member_add(team=team, **data)
-        except GatewayError as error:
-            errors, status = service_errors(error), error.status
-        else:
-            messages.success(request, f"Added {membership.user.email} to {team.name}.")
-            return redirect("console:team", team_id=team.id)
+    try:
+        membership = services.team_member_add(team=team, data=data)
+    except GatewayError as error:
+        errors, status = service_errors(error), error.status
+    else:
+        messages.success(request, f"Added {membership.user.email} to {team.name}.")
+        return redirect("console:team", team_id=team.id)
     return _detail(request, console, team, failed="members", errors=errors, status=status)
 
 

@@ -33,16 +33,12 @@ class TeamViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Organization
         return self.queryset.select_related("limits")
 
     def create(self, request):
-        serializer = self.get_serializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        team = services.team_create(organization=self.organization, **serializer.validated_data)
+        team = services.team_create(organization=self.organization, data=request.data)
         return Response(self.get_serializer(team).data, status=status.HTTP_201_CREATED)
 
     def partial_update(self, request, pk=None):
         team = self.get_object()
-        serializer = self.get_serializer(team, data=request.data, partial=True)
-        serializer.is_valid(raise_exception=True)
-        services.team_update(team=team, **serializer.validated_data)
+        services.team_update(team=team, data=request.data)
         return Response(self.get_serializer(self.get_object()).data)  # read again: the limits changed
 
     def destroy(self, request, pk=None):
@@ -96,9 +92,7 @@ class TeamMemberViewSet(mixins.ListModelMixin, OrganizationScopedViewSet):
     @extend_schema(request=TeamMemberAddSerializer, responses={201: TeamMemberSerializer})
     def create(self, request, team_id=None):
         team = self.team()
-        serializer = TeamMemberAddSerializer(data=request.data, context=self.get_serializer_context())
-        serializer.is_valid(raise_exception=True)
-        membership = services.team_member_add(team=team, **serializer.validated_data)
+        membership = services.team_member_add(team=team, data=request.data)
         return Response(TeamMemberSerializer(membership).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(parameters=[USER_ID], responses={204: None})

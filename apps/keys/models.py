@@ -10,10 +10,12 @@ from apps.teams.models import Team
 
 
 class Permission(models.TextChoices):
-    LLM = "proxy:llm", "Chat, embeddings and models"
+    LLM = "proxy:llm", "Every proxy endpoint"
     CHAT = "proxy:chat", "Chat completions"
     EMBEDDINGS = "proxy:embeddings", "Embeddings"
     MODELS = "proxy:models", "Model list"
+    RESPONSES = "proxy:responses", "OpenAI Responses API"
+    MESSAGES = "proxy:messages", "Anthropic Messages API"
 
 
 class KeyStatus(models.TextChoices):

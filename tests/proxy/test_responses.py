@@ -342,3 +342,25 @@ async def test_a_native_response_the_upstream_no_longer_holds_is_its_404(sdk, tw
 
     assert "not found" in raised.value.message
     assert len(two_keys.requests) == 1  # the one key that could know it, no failover
+
+
+@pytest.mark.parametrize(("permissions", "status"), [(["proxy:responses"], 200), (["proxy:chat"], 403)])
+async def test_the_responses_permission_opens_the_responses_api_only(
+    proxy, bridged, organization, permissions, status
+):
+    from tests.factories import create_api_key
+    from tests.proxy.conftest import bearer
+
+    _, secret = await database_sync_to_async(create_api_key)(organization, permissions=permissions)
+
+    response = await proxy.post(
+        "/v1/responses", json={"model": "bridged", "input": "hi"}, headers=bearer(secret)
+    )
+    chat = await proxy.post(
+        "/v1/chat/completions",
+        json={"model": "bridged", "messages": [{"role": "user", "content": "hi"}]},
+        headers=bearer(secret),
+    )
+
+    assert response.status_code == status
+    assert chat.status_code == (403 if status == 200 else 200)

@@ -27,6 +27,7 @@ class HeaderNames:
     policy_reason: str
     experiment: str
     variant: str
+    error_code: str  # an error's code (the Messages API's error shape has no room for it)
     # RFC 9211 ``Cache-Status`` values, by the x-gateway-cache verdict; the cache is named by the brand.
     cache_status: dict[str, str]
     # Read from requests.
@@ -49,6 +50,7 @@ class HeaderNames:
             policy_reason=header("policy-reason"),
             experiment=header("experiment"),
             variant=header("variant"),
+            error_code=header("error-code"),
             cache_status={
                 **{tier: f"{settings.GATEWAY_BRAND}; hit; detail={tier}" for tier in ("l1", "l2", "l3")},
                 "miss": f"{settings.GATEWAY_BRAND}; fwd=uri-miss",

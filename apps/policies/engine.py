@@ -44,7 +44,7 @@ logger = logging.getLogger(__name__)
 
 BLOCKED, REDACTED, FLAGGED = "blocked", "redacted", "flagged"
 _ACTION_OF = {"block": BLOCKED, "redact": REDACTED, "flag": FLAGGED}
-CHAT, EMBEDDINGS, RESPONSES = "chat.completions", "embeddings", "responses"
+CHAT, EMBEDDINGS, RESPONSES, MESSAGES = "chat.completions", "embeddings", "responses", "messages"
 REASON_LIMIT = 200
 NAME_LIMIT = 200
 TIMEOUT = "timeout"
@@ -491,9 +491,15 @@ class ResponseRedactor:
         redacted = self._redact(text, counts, pos=0, context="", final=True)[0]
         return redacted, self.decisions_of(counts)
 
-    def stream(self, endpoint: str = CHAT) -> "StreamRedaction | ResponsesStreamRedaction":
+    def stream(
+        self, endpoint: str = CHAT
+    ) -> "StreamRedaction | ResponsesStreamRedaction | MessagesStreamRedaction":
         """What redacts a stream of ``endpoint``'s events as they pass."""
-        return ResponsesStreamRedaction(self) if endpoint == RESPONSES else StreamRedaction(self)
+        if endpoint == RESPONSES:
+            return ResponsesStreamRedaction(self)
+        if endpoint == MESSAGES:
+            return MessagesStreamRedaction(self)
+        return StreamRedaction(self)
 
     def decisions_of(self, counts: dict[tuple[int, str], int]) -> tuple[Decision, ...]:
         policies = self._engine.policies
@@ -728,6 +734,75 @@ class ResponsesStreamRedaction:
         return out
 
 
+class MessagesStreamRedaction:
+    """Redacts the text of an Anthropic Messages stream across its events, as ``StreamRedaction``
+    does a chat stream's: each text block's end is held back from its ``text_delta`` events and
+    released by the next ones; its ``content_block_stop`` first gets what is still held, as a
+    ``content_block_delta`` of its own."""
+
+    def __init__(self, redactor: ResponseRedactor) -> None:
+        self._redactor = redactor
+        self._counts: dict[tuple[int, str], int] = {}
+        self._pending: dict[object, str] = {}
+        self._context: dict[object, str] = {}
+        self._partial = b""
+
+    @property
+    def decisions(self) -> tuple[Decision, ...]:
+        return self._redactor.decisions_of(self._counts)
+
+    def on_chunk(self, chunk: bytes) -> bytes:
+        data = self._partial + chunk
+        frames = data.split(b"\n\n")
+        self._partial = frames.pop()
+        return b"".join(self._frame(frame) for frame in frames)
+
+    def _frame(self, frame: bytes) -> bytes:
+        original = frame + b"\n\n"
+        if b"content_block_" not in frame:
+            return original  # message_start, message_delta, ping ...: no text of the answer
+        data = next((line[5:].strip() for line in frame.split(b"\n") if line.startswith(b"data:")), None)
+        try:
+            event = json.loads(data) if data else None
+        except ValueError:
+            return original
+        if not isinstance(event, dict):
+            return original
+        index = event.get("index")
+        delta = event.get("delta")
+        if (
+            event.get("type") == "content_block_delta"
+            and isinstance(delta, dict)
+            and delta.get("type") == "text_delta"
+        ):
+            pending = self._pending.get(index, "") + (
+                delta.get("text") if isinstance(delta.get("text"), str) else ""
+            )
+            delta["text"] = self._release(index, pending, final=False)
+            return _named_event(event)
+        if event.get("type") == "content_block_stop" and self._pending.get(index):
+            tail = self._release(index, self._pending[index], final=True)
+            if tail:
+                held = {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "text_delta", "text": tail},
+                }
+                return _named_event(held) + original
+        return original
+
+    def _release(self, key, pending: str, *, final: bool) -> str:
+        context = self._context.get(key, "")
+        out, used = self._redactor._redact(pending, self._counts, pos=0, context=context, final=final)
+        self._context[key] = (context + pending[:used])[-_STREAM_CONTEXT:]
+        self._pending[key] = pending[used:]
+        return out
+
+
+def _named_event(event: dict) -> bytes:
+    return b"event: " + event["type"].encode() + b"\ndata: " + _compact(event) + b"\n\n"
+
+
 def _compact(value) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
@@ -761,8 +836,15 @@ _RESPONSES_MEDIA = {
     ("file_data",): ("input_file", True),
     ("input_audio", "data"): ("input_audio", True),
 }
-# Where each endpoint's body carries its content parts: (the list's key, the media table).
-_MEDIA_PLACES = {CHAT: ("messages", _MEDIA), RESPONSES: ("input", _RESPONSES_MEDIA)}
+# The same for an Anthropic Messages request: ``messages[i].content[j]``.
+_MESSAGES_MEDIA = {("source", "data"): ("image", True)}
+_MESSAGES_DOCUMENTS = {("source", "data"): ("document", True)}
+# Where each endpoint's body carries its content parts: (the list's key, the media tables).
+_MEDIA_PLACES = {
+    CHAT: ("messages", (_MEDIA,)),
+    RESPONSES: ("input", (_RESPONSES_MEDIA,)),
+    MESSAGES: ("messages", (_MESSAGES_MEDIA, _MESSAGES_DOCUMENTS)),
+}
 # A base64 payload: its alphabet alone, padded, wrapped in lines (MIME wraps at 76): no space, no
 # other character, and (line breaks aside) a multiple of four characters, as a decoder requires.
 # The standard library's engine: 20 MB in 16 ms, the ``regex`` package's 250 ms.
@@ -834,17 +916,20 @@ def _media_place(body: dict, path: Path, endpoint: str) -> bool | None:
     """Whether ``path`` is where a request carries media: a chat request's ``messages[i].content[j]``
     of type ``image_url`` at ``image_url.url``, ``input_audio`` at ``input_audio.data``, ``file`` at
     ``file.file_data``; a Responses request's ``input[i].content[j]`` of type ``input_image`` at
-    ``image_url``, ``input_file`` at ``file_data``, ``input_audio`` at ``input_audio.data``. None
-    when it is not, else whether a bare base64 payload is media there."""
-    items, table = _MEDIA_PLACES[endpoint]
+    ``image_url``, ``input_file`` at ``file_data``, ``input_audio`` at ``input_audio.data``; a
+    Messages request's ``messages[i].content[j]`` of type ``image`` or ``document`` at
+    ``source.data``. None when it is not, else whether a bare base64 payload is media there."""
+    items, tables = _MEDIA_PLACES[endpoint]
     if len(path) < 5 or path[0] != items or path[2] != "content":
         return None
     if not isinstance(path[1], int) or not isinstance(path[3], int):
         return None
-    place = table.get(path[4:])
-    if place is None or body[items][path[1]]["content"][path[3]].get("type") != place[0]:
-        return None
-    return place[1]
+    kind = body[items][path[1]]["content"][path[3]].get("type")
+    for table in tables:
+        place = table.get(path[4:])
+        if place is not None and kind == place[0]:
+            return place[1]
+    return None
 
 
 def _string_slots(path: Path, text: str, media: bool | None) -> Iterable[tuple[Path, str]]:

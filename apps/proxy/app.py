@@ -52,6 +52,7 @@ class Route:
 
 
 RESPONSES = frozenset({"proxy:llm", "proxy:responses"})
+MESSAGES = frozenset({"proxy:llm", "proxy:messages"})
 ROUTES: dict[str, dict[str, Route]] = {
     "/v1/models": {"GET": Route(endpoints.models, frozenset({"proxy:llm", "proxy:models"}))},
     "/v1/chat/completions": {
@@ -59,6 +60,8 @@ ROUTES: dict[str, dict[str, Route]] = {
     },
     "/v1/embeddings": {"POST": Route(endpoints.embeddings, frozenset({"proxy:llm", "proxy:embeddings"}))},
     "/v1/responses": {"POST": Route(endpoints.responses, RESPONSES)},
+    "/v1/messages": {"POST": Route(endpoints.messages, MESSAGES)},
+    "/v1/messages/count_tokens": {"POST": Route(endpoints.count_tokens, MESSAGES)},
 }
 
 
@@ -155,17 +158,17 @@ class ProxyApp:
         try:
             response = await self.handle(request, receive)
         except GatewayError as error:
-            response = self.error_response(record, error)
+            response = self.error_response(request, error)
         except UNREACHABLE_ERRORS:  # a database read this request could not do without: retry soon
-            response = self.error_response(record, DatabaseUnavailable())
+            response = self.error_response(request, DatabaseUnavailable())
         except asyncio.CancelledError:
             if not shutdown.state.cut:  # the client went away: nobody to answer
                 raise
             # The server's grace period is over: this request gets its answer (and its audit entry).
-            response = self.error_response(record, shutdown.ServerStopping())
+            response = self.error_response(request, shutdown.ServerStopping())
         except Exception:
             logger.exception("Unhandled error in the proxy (request %s)", request.request_id)
-            response = self.error_response(record, InternalError())
+            response = self.error_response(request, InternalError())
         try:
             if isinstance(response, ProxyStream):
                 await self.send_stream(send, receive, request, response)
@@ -177,6 +180,8 @@ class ProxyApp:
 
     async def handle(self, request: ProxyRequest, receive: Receive) -> ProxyResponse | ProxyStream:
         methods, request.record.endpoint, request.resource = find_route(request.method, request.path)
+        # Errors from here on leave in the endpoint's API's shape (Anthropic's for the Messages API).
+        request.error_body = next(iter(methods.values())).endpoint.error_body
         route = methods.get(request.method)
         if route is None:
             raise MethodNotAllowed(
@@ -192,9 +197,10 @@ class ProxyApp:
         runtime.key_usage.note(key.id)
         return await pipeline.run(route.endpoint, request, await configured(request, key))
 
-    def error_response(self, record: RequestRecord, error: GatewayError) -> ProxyResponse:
+    def error_response(self, request: ProxyRequest, error: GatewayError) -> ProxyResponse:
+        record = request.record
         record.status, record.error_type, record.error_code = error.status, error.type, error.code
-        status, body, headers = error_response_parts(error)
+        status, body, headers = error_response_parts(error, request.error_body)
         return ProxyResponse(status=status, body=body, headers=headers)
 
     def gateway_headers(self, request: ProxyRequest, *, stream: bool) -> dict[str, str]:

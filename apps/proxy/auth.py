@@ -107,10 +107,15 @@ class KeyRefused(AuthenticationFailed):
 
 
 def bearer_token(headers: dict[str, str]) -> str:
+    """The API key: ``Authorization: Bearer <key>``, or ``x-api-key: <key>`` as the Anthropic SDK
+    sends it (a request with both is read by its Authorization)."""
     authorization = headers.get("authorization")
+    if not authorization and (api_key := headers.get("x-api-key", "").strip()):
+        authorization = f"Bearer {api_key}"
     if not authorization:
         raise KeyRefused(
-            "No API key provided. Send it as 'Authorization: Bearer <API key>'.", code="missing_api_key"
+            "No API key provided. Send it as 'Authorization: Bearer <API key>' (or 'x-api-key: <API key>').",
+            code="missing_api_key",
         )
     scheme, _, token = authorization.strip().partition(" ")
     token = token.strip()

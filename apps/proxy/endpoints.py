@@ -6,12 +6,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from apps.catalog.pricing import Usage
 from apps.catalog.selectors import DeploymentSnapshot
 from apps.conversations import services as conversations
 from apps.conversations.turns import StoredTurn
 from apps.core.errors import GatewayError, InvalidRequest, NotFound
 
-from .adapters import adapter_for
+from .adapters import SPEAK_MESSAGES, adapter_for
 from .adapters.base import (
     Adapter,
     Completion,
@@ -23,10 +24,12 @@ from .adapters.base import (
     named_sse,
 )
 from .answers import Answer, StreamOutcome
-from .bridges import responses_chat
+from .bridges import messages_chat, responses_chat
 from .config import model_object
 from .conversing import CONVERSATION
-from .errors import error_event
+from .errors import anthropic_error_body, error_event
+from .errors import error_body as openai_error_body
+from .estimates import text_chars
 from .forwarding import CLIENT_CAUSED, Forwarder
 from .http import ProxyRequest
 from .routing import (
@@ -37,9 +40,17 @@ from .routing import (
     plan_attempts,
     refuse_unallowed_model,
 )
-from .validation import json_object, validate_chat, validate_embeddings, validate_responses
+from .validation import (
+    json_object,
+    validate_chat,
+    validate_count_tokens,
+    validate_embeddings,
+    validate_messages,
+    validate_responses,
+)
 
 if TYPE_CHECKING:
+    from .config import OrganizationConfig
     from .pipeline import ProxyContext
 
 
@@ -68,6 +79,14 @@ class Endpoint(ABC):
     def stream_error(self, error: GatewayError, outcome: StreamOutcome) -> bytes:
         """The event a stream that failed ends with, in the endpoint's format."""
         return error_event(error)
+
+    def error_body(self, error: GatewayError) -> bytes:
+        """An error answer's body, in the endpoint's API's shape (OpenAI's unless it says)."""
+        return openai_error_body(error)
+
+    def model_name(self, config: "OrganizationConfig", model: str) -> str:
+        """The name the request's model is routed by (the client's, unless the API reads it otherwise)."""
+        return model
 
 
 class UpstreamEndpoint(Endpoint):
@@ -117,65 +136,146 @@ class ChatCompletions(UpstreamEndpoint):
         return adapter.chat_completion(target, payload)
 
 
-class Responses(Endpoint):
-    """OpenAI's Responses API: passed through to upstreams that serve it, bridged over chat
-    completions for the others (bridges/responses_chat.py), the answer in OpenAI's shapes either way."""
+class TranslatedEndpoint(Endpoint):
+    """An endpoint of a client API that some upstreams speak and the others reach through chat
+    completions (a bridge, ``apps/proxy/bridges``): each attempt is native or bridged by its target,
+    and the answer leaves in the client API's shapes either way. Subclasses say how."""
 
-    name = "responses"
-    validate = staticmethod(validate_responses)
     streams = True
     cacheable = False
 
+    @abstractmethod
+    def native(self, target: Target) -> bool: ...
+
+    @abstractmethod
+    def native_request(self, ctx: "ProxyContext", adapter: Adapter, target: Target) -> UpstreamRequest: ...
+
+    @abstractmethod
+    def native_answer(self, adapter: Adapter, target: Target, payload: bytes) -> Completion: ...
+
+    @abstractmethod
+    def native_translator(self, adapter: Adapter, target: Target) -> StreamTranslator: ...
+
+    @abstractmethod
+    def chat_body(self, ctx: "ProxyContext", target: Target) -> dict[str, Any]:
+        """The chat request the bridge makes of the client's (raises InvalidRequest naming a field
+        it cannot bridge)."""
+
+    @abstractmethod
+    def from_chat(
+        self, ctx: "ProxyContext", answer_id: str, chat: dict[str, Any], usage: Usage | None
+    ) -> dict[str, Any]:
+        """The client API's answer of a chat completion."""
+
+    @abstractmethod
+    def translator_over_chat(
+        self, ctx: "ProxyContext", answer_id: str, chat: StreamTranslator
+    ) -> StreamTranslator: ...
+
+    @abstractmethod
+    def new_answer_id(self) -> str: ...
+
+    def forwarder(self, ctx: "ProxyContext") -> Forwarder:
+        return Forwarder(ctx.record, self.candidates(ctx), ctx.request.started)
+
+    def candidates(self, ctx: "ProxyContext") -> list[Candidate]:
+        return plan_attempts(ctx.config, ctx.body["model"], ctx.regions)
+
+    def attempting(self, ctx: "ProxyContext", target: Target) -> None:
+        """Each attempt's target, as its request is built (the last is the one that answered)."""
+
     async def answer(self, ctx: "ProxyContext") -> Answer:
-        body = ctx.body
-        response_id = responses_chat.new_id("resp")
-        conversation = ctx.state(CONVERSATION)
-        pinned = conversation is not None and conversation.pinned_key_id is not None
-        forwarder = Forwarder(
-            ctx.record,
-            self.candidates(ctx),
-            ctx.request.started,
-            # Only the pinned upstream knows the previous response: its 404 is the client's answer.
-            client_caused=CLIENT_CAUSED | {404} if pinned else CLIENT_CAUSED,
-        )
-        stream = ctx.stream
-        if conversation is not None and conversation.previous is not None and conversation.replayed:
-            # Replayed by the gateway: the Response still says which one it continues.
-            echoed = {**body, "previous_response_id": conversation.previous.response_id}
-        else:
-            echoed = body
+        answer_id, stream = self.new_answer_id(), ctx.stream
+        forwarder = self.forwarder(ctx)
 
         def request(adapter: Adapter, target: Target) -> UpstreamRequest:
-            if conversation is not None:
-                conversation.answered_by = target  # the last attempt's is the one that answered
-            if target.speaks_responses:
-                return adapter.responses_request(target, body)
-            chat = responses_chat.chat_request(body, provider=target.provider)
+            self.attempting(ctx, target)
+            if self.native(target):
+                return self.native_request(ctx, adapter, target)
+            chat = self.chat_body(ctx, target)
             return adapter.chat_request(target, chat, stream=stream, client_wants_usage=False)
 
         if not stream:
 
-            def answer(adapter: Adapter, target: Target, payload: bytes) -> Completion:
-                if target.speaks_responses:
-                    return adapter.responses_answer(target, payload)
+            def whole(adapter: Adapter, target: Target, payload: bytes) -> Completion:
+                if self.native(target):
+                    return self.native_answer(adapter, target, payload)
                 completion = adapter.chat_completion(target, payload)
-                response = responses_chat.response_from_chat(
-                    loads_object(completion.body), echoed, response_id=response_id, usage=completion.usage
-                )
-                return Completion(body=dumps(response), usage=completion.usage, model=completion.model)
+                answer = self.from_chat(ctx, answer_id, loads_object(completion.body), completion.usage)
+                return Completion(body=dumps(answer), usage=completion.usage, model=completion.model)
 
-            completion = await forwarder.complete(request, answer)
+            completion = await forwarder.complete(request, whole)
             return Answer(body=completion.body, usage=completion.usage)
 
         def translator(adapter: Adapter, target: Target) -> StreamTranslator:
-            if target.speaks_responses:
-                return adapter.responses_stream_translator(target)
+            if self.native(target):
+                return self.native_translator(adapter, target)
             chat = adapter.stream_translator(target, client_wants_usage=False)
-            return responses_chat.ResponsesOverChat(chat, echoed, response_id=response_id)
+            return self.translator_over_chat(ctx, answer_id, chat)
 
         opened = await forwarder.open_stream(request, translator)
         outcome = StreamOutcome()
         return Answer.streamed(opened.frames(outcome), outcome)
+
+    def stream_end(self) -> bytes:
+        return b""  # the API's own last event ends the stream: no [DONE]
+
+
+class Responses(TranslatedEndpoint):
+    """OpenAI's Responses API: passed through to upstreams that serve it, bridged over chat
+    completions for the others (bridges/responses_chat.py), the answer in OpenAI's shapes either way.
+    A stored conversation (conversing.py) may pin the request to one provider key."""
+
+    name = "responses"
+    validate = staticmethod(validate_responses)
+
+    def native(self, target: Target) -> bool:
+        return target.speaks_responses
+
+    def native_request(self, ctx: "ProxyContext", adapter: Adapter, target: Target) -> UpstreamRequest:
+        return adapter.responses_request(target, ctx.body)
+
+    def native_answer(self, adapter: Adapter, target: Target, payload: bytes) -> Completion:
+        return adapter.responses_answer(target, payload)
+
+    def native_translator(self, adapter: Adapter, target: Target) -> StreamTranslator:
+        return adapter.responses_stream_translator(target)
+
+    def chat_body(self, ctx: "ProxyContext", target: Target) -> dict[str, Any]:
+        return responses_chat.chat_request(ctx.body, provider=target.provider)
+
+    def from_chat(
+        self, ctx: "ProxyContext", answer_id: str, chat: dict[str, Any], usage: Usage | None
+    ) -> dict[str, Any]:
+        return responses_chat.response_from_chat(chat, self._echoed(ctx), response_id=answer_id, usage=usage)
+
+    def translator_over_chat(
+        self, ctx: "ProxyContext", answer_id: str, chat: StreamTranslator
+    ) -> StreamTranslator:
+        return responses_chat.ResponsesOverChat(chat, self._echoed(ctx), response_id=answer_id)
+
+    def new_answer_id(self) -> str:
+        return responses_chat.new_id("resp")
+
+    def _echoed(self, ctx: "ProxyContext") -> dict[str, Any]:
+        """The request as the Response echoes it: one the gateway replayed still says which Response
+        it continues."""
+        conversation = ctx.state(CONVERSATION)
+        if conversation is not None and conversation.previous is not None and conversation.replayed:
+            return {**ctx.body, "previous_response_id": conversation.previous.response_id}
+        return ctx.body
+
+    def attempting(self, ctx: "ProxyContext", target: Target) -> None:
+        conversation = ctx.state(CONVERSATION)
+        if conversation is not None:
+            conversation.answered_by = target
+
+    def forwarder(self, ctx: "ProxyContext") -> Forwarder:
+        conversation = ctx.state(CONVERSATION)
+        pinned = conversation is not None and conversation.pinned_key_id is not None
+        # Only the pinned upstream knows the previous response: its 404 is the client's answer.
+        client_caused = CLIENT_CAUSED | {404} if pinned else CLIENT_CAUSED
+        return Forwarder(ctx.record, self.candidates(ctx), ctx.request.started, client_caused=client_caused)
 
     def candidates(self, ctx: "ProxyContext") -> list[Candidate]:
         candidates = plan_attempts(ctx.config, ctx.body["model"], ctx.regions)
@@ -195,9 +295,6 @@ class Responses(Endpoint):
             )
         return held
 
-    def stream_end(self) -> bytes:
-        return b""  # response.completed ends it: OpenAI sends no [DONE] after a Response stream
-
     def stream_error(self, error: GatewayError, outcome: StreamOutcome) -> bytes:
         payload = {
             "type": "error",
@@ -207,6 +304,94 @@ class Responses(Endpoint):
             "param": error.param,
         }
         return named_sse("error", dumps(payload))
+
+
+class Messages(TranslatedEndpoint):
+    """Anthropic's Messages API: passed through to Anthropic, bridged over chat completions to
+    OpenAI-style upstreams (bridges/messages_chat.py); errors in Anthropic's shape."""
+
+    name = "messages"
+    validate = staticmethod(validate_messages)
+
+    def native(self, target: Target) -> bool:
+        return target.speaks_messages
+
+    def native_request(self, ctx: "ProxyContext", adapter: Adapter, target: Target) -> UpstreamRequest:
+        return adapter.messages_request(target, ctx.body, ctx.request.headers)
+
+    def native_answer(self, adapter: Adapter, target: Target, payload: bytes) -> Completion:
+        return adapter.messages_answer(target, payload)
+
+    def native_translator(self, adapter: Adapter, target: Target) -> StreamTranslator:
+        return adapter.messages_stream_translator(target)
+
+    def chat_body(self, ctx: "ProxyContext", target: Target) -> dict[str, Any]:
+        return messages_chat.chat_request(ctx.body, provider=target.provider)
+
+    def from_chat(
+        self, ctx: "ProxyContext", answer_id: str, chat: dict[str, Any], usage: Usage | None
+    ) -> dict[str, Any]:
+        return messages_chat.message_from_chat(
+            chat, message_id=answer_id, model=ctx.body["model"], usage=usage
+        )
+
+    def translator_over_chat(
+        self, ctx: "ProxyContext", answer_id: str, chat: StreamTranslator
+    ) -> StreamTranslator:
+        return messages_chat.MessagesOverChat(chat, message_id=answer_id, model=ctx.body["model"])
+
+    def new_answer_id(self) -> str:
+        return messages_chat.new_id("msg")
+
+    def model_name(self, config: "OrganizationConfig", model: str) -> str:
+        return anthropic_model_name(config, model)
+
+    def error_body(self, error: GatewayError) -> bytes:
+        return anthropic_error_body(error)
+
+    def stream_error(self, error: GatewayError, outcome: StreamOutcome) -> bytes:
+        return named_sse("error", anthropic_error_body(error))
+
+
+class CountTokens(Endpoint):
+    """``POST /v1/messages/count_tokens``: Anthropic's count where the model is served by Anthropic,
+    else an estimate (about four characters a token, as the gateway estimates everywhere)."""
+
+    name = "messages.count_tokens"
+    validate = staticmethod(validate_count_tokens)
+    cacheable = False
+    costs = False
+
+    async def answer(self, ctx: "ProxyContext") -> Answer:
+        candidates = plan_attempts(ctx.config, ctx.body["model"], ctx.regions)
+        native = [candidate for candidate in candidates if candidate.key.provider in SPEAK_MESSAGES]
+        if not native:
+            counted = {
+                "input_tokens": -(
+                    -text_chars([ctx.body.get("system"), ctx.body.get("messages"), ctx.body.get("tools")])
+                    // 4
+                )
+            }
+            return Answer(body=dumps(counted), headers={"x-gateway-estimated": "true"})
+        completion = await Forwarder(ctx.record, native, ctx.request.started).complete(
+            lambda adapter, target: adapter.count_tokens_request(target, ctx.body, ctx.request.headers),
+            lambda adapter, target, payload: Completion(body=payload, usage=None, model=target.model),
+        )
+        return Answer(body=completion.body)
+
+    def model_name(self, config: "OrganizationConfig", model: str) -> str:
+        return anthropic_model_name(config, model)
+
+    def error_body(self, error: GatewayError) -> bytes:
+        return anthropic_error_body(error)
+
+
+def anthropic_model_name(config: "OrganizationConfig", model: str) -> str:
+    """A name the catalog does not know and that names no provider is read as Anthropic's own (Claude
+    Code sends dated model names): ``anthropic/<model>``, which the allow-lists then judge."""
+    if model in config.aliases or "/" in model:
+        return model
+    return f"anthropic/{model}"
 
 
 class StoredResponseEndpoint(Endpoint):
@@ -333,6 +518,8 @@ class ModelRetrieve(Endpoint):
 
 chat_completions = ChatCompletions()
 responses = Responses()
+messages = Messages()
+count_tokens = CountTokens()
 response_retrieve = StoredResponseEndpoint("responses.retrieve", "retrieve")
 response_delete = StoredResponseEndpoint("responses.delete", "delete")
 response_cancel = StoredResponseEndpoint("responses.cancel", "cancel")

@@ -53,7 +53,7 @@ def estimate(endpoint_name: str, body: dict[str, Any]) -> Estimate:
         input_bytes += size + MESSAGE_OVERHEAD_TOKENS
         chars += message_chars
         media += message_media
-    for name in ("tools", "functions", "response_format"):
+    for name in ("tools", "functions", "response_format", "system"):  # system: the Messages API's
         if body.get(name) is not None:
             size = len(json.dumps(body[name], ensure_ascii=False).encode())
             input_bytes, chars = input_bytes + size, chars + size

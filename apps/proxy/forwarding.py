@@ -32,7 +32,7 @@ from django.conf import settings
 from apps.audit.records import Attempt, RequestRecord
 from apps.core.errors import GatewayError
 
-from .adapters import SPEAK_RESPONSES, adapter_for
+from .adapters import SPEAK_MESSAGES, SPEAK_RESPONSES, adapter_for
 from .adapters.base import (
     Adapter,
     Completion,
@@ -90,6 +90,7 @@ def target_for(candidate: Candidate) -> Target:
         api_version=key.api_version,
         supports_stream_usage=key.supports_stream_usage,
         speaks_responses=key.provider in SPEAK_RESPONSES,
+        speaks_messages=key.provider in SPEAK_MESSAGES,
     )
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from apps.audit.records import RequestRecord
 from apps.core.errors import GatewayError, InvalidRequest, PayloadTooLarge
 
+from .errors import error_body as openai_error_body
 from .errors import error_event
 
 if TYPE_CHECKING:
@@ -108,6 +109,8 @@ class ProxyRequest:
     body: bytes = b""
     # What the path names after its endpoint's prefix (the model of /v1/models/{model}); else None.
     resource: str | None = None
+    # How an error answer's body is written: OpenAI's shape until the route says otherwise.
+    error_body: Callable[[GatewayError], bytes] = openai_error_body
     record_handed_over: bool = False
     # Admission (admission.py): the rate-limit headers of every response, what to settle after it.
     limit_headers: dict[str, str] = field(default_factory=dict)

@@ -269,6 +269,9 @@ async def admitted(
 def begin(endpoint: "Endpoint", request: ProxyRequest, caller: Caller, body: dict[str, Any]) -> ProxyContext:
     record = request.record
     body = rendered_body(endpoint, request, caller.config, assigned_body(endpoint, request, caller, body))
+    model = body.get("model")
+    if isinstance(model, str) and (named := endpoint.model_name(caller.config, model)) != model:
+        body = {**body, "model": named}
     ctx = ProxyContext(
         request=request,
         record=record,

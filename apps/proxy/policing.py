@@ -16,6 +16,7 @@ from apps.core.errors import GatewayError
 from apps.events.publish import EventType, raise_event
 from apps.policies.engine import (
     Decision,
+    MessagesStreamRedaction,
     ResponseRedactor,
     ResponsesStreamRedaction,
     StreamRedaction,
@@ -45,7 +46,7 @@ class AnswerRedaction:
     """The policies stage's state: what redacts a chat answer, and a stream's redaction under way."""
 
     redactor: ResponseRedactor
-    stream: StreamRedaction | ResponsesStreamRedaction | None = None
+    stream: StreamRedaction | ResponsesStreamRedaction | MessagesStreamRedaction | None = None
 
 
 REDACTION: StageState[AnswerRedaction] = StageState("policies")
@@ -53,7 +54,7 @@ REDACTION: StageState[AnswerRedaction] = StageState("policies")
 
 class ApplyPolicies(Stage):
     slot = "policies"
-    endpoints = frozenset({"chat.completions", "embeddings", "responses"})
+    endpoints = frozenset({"chat.completions", "embeddings", "responses", "messages"})
 
     async def before(self, ctx: ProxyContext) -> Answer | None:
         engine = ctx.config.policies
@@ -142,10 +143,18 @@ def _response_texts(body: Any) -> Iterator[tuple[dict, str]]:
                 yield part, "text"
 
 
+def _message_texts(body: Any) -> Iterator[tuple[dict, str]]:
+    """(object, key) of each text of an Anthropic Message: its text blocks."""
+    for block in body.get("content") or () if isinstance(body, dict) else ():
+        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+            yield block, "text"
+
+
 # The endpoints whose answers policies redact, and where each answer's texts are.
 ANSWER_TEXTS: dict[str, Callable[[Any], Iterator[tuple[dict, str]]]] = {
     "chat.completions": _chat_texts,
     "responses": _response_texts,
+    "messages": _message_texts,
 }
 
 

@@ -18,7 +18,7 @@ class SettleCost(Stage):
     reconcile recomputes it with). In the innermost slot: an answer no upstream gave costs nothing."""
 
     slot = "cost"
-    endpoints = frozenset({"chat.completions", "embeddings", "responses"})
+    endpoints = frozenset({"chat.completions", "embeddings", "responses", "messages"})
 
     async def after(self, ctx: ProxyContext, answer: Answer) -> None:
         settle_cost(ctx, answer.usage)

@@ -116,6 +116,35 @@ def validate_responses(body: dict[str, Any]) -> None:
             raise InvalidRequest(f"'{name}' must be a string.", code="invalid_type", param=name)
 
 
+def validate_messages(body: dict[str, Any]) -> None:
+    """Anthropic's Messages API: what the gateway itself reads (the model, the turns, the maximum it
+    reserves a budget by, streaming); the blocks are read by the bridge, or by Anthropic."""
+    validate_count_tokens(body)
+    if not _is_int(body.get("max_tokens")) or body["max_tokens"] < 1:
+        raise InvalidRequest(
+            "'max_tokens' must be a positive integer.", code="invalid_type", param="max_tokens"
+        )
+    _check_stream(body)
+    _check_number(body, "temperature")
+    _check_number(body, "top_p")
+
+
+def validate_count_tokens(body: dict[str, Any]) -> None:
+    require_model(body)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise InvalidRequest(
+            "'messages' must be a non-empty array.", code="invalid_messages", param="messages"
+        )
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+            raise InvalidRequest(
+                f"messages[{index}] must be an object whose 'role' is user or assistant.",
+                code="invalid_messages",
+                param=f"messages[{index}]",
+            )
+
+
 def _all_of(items: list[Any], kind: type) -> bool:
     # map(type) and set() run in C: 20 MiB of token ids (millions of numbers) is checked in tens of
     # milliseconds of the event loop, where a Python loop over them took over a second. The exact

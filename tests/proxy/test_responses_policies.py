@@ -18,7 +18,7 @@ EMAIL = "ada@example.com"
 async def bridged(organization, upstream):
     await add_provider_key_async(organization, upstream, provider="openai_compatible", secret="sk-compat")
     await add_alias_async(organization, "fast", ("openai_compatible", "qwen2.5-7b-instruct"))
-    await database_sync_to_async(organization_update)(organization=organization, log_bodies="full")
+    await database_sync_to_async(organization_update)(organization=organization, data={"log_bodies": "full"})
     return upstream
 
 

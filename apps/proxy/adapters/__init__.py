@@ -13,6 +13,8 @@ ADAPTERS: dict[str, Adapter] = {
 
 # Providers whose API serves OpenAI's Responses API itself; the others are bridged over chat.
 SPEAK_RESPONSES = frozenset({"openai", "azure_openai"})
+# Providers whose API is Anthropic's Messages API; the others are bridged over chat.
+SPEAK_MESSAGES = frozenset({"anthropic"})
 
 
 def adapter_for(provider: str) -> Adapter:

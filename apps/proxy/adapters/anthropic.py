@@ -25,6 +25,7 @@ from .base import (
     UpstreamRequest,
     dumps,
     loads_object,
+    named_sse,
     sse,
 )
 
@@ -528,6 +529,61 @@ def _field(payload: dict[str, Any], name: str, kind: type) -> Any:
     return value
 
 
+# --- The Messages API, passed through ----------------------------------------------------------
+
+_TEXT_DELTA = re.compile(r'"text":"((?:[^"\\]|\\.)*)"')
+
+
+class MessagesStreamTranslator(StreamTranslator):
+    """Anthropic's own events for a client of the Messages API: forwarded with their names, read for
+    the usage (``message_start``, then ``message_delta``'s cumulative counts), the end
+    (``message_stop``) and errors, which are rebuilt scrubbed."""
+
+    def __init__(self, target: Target) -> None:
+        super().__init__(target, client_wants_usage=True)
+        self._counts: dict[str, Any] = {}
+
+    def feed(self, event: str, data: str) -> list[bytes]:
+        if event == "content_block_delta":
+            if '"text_delta"' in data and (match := _TEXT_DELTA.search(data)):
+                self.output_chars += len(match.group(1))
+            return [named_sse(event, data.encode())]
+        if event in ("ping", "content_block_start", "content_block_stop"):
+            return [named_sse(event, data.encode())]
+        try:
+            payload = json.loads(data)
+        except (ValueError, RecursionError) as error:
+            raise UpstreamProtocolError("the upstream sent an event that is not JSON") from error
+        if not isinstance(payload, dict):
+            raise UpstreamProtocolError("the upstream sent an event that is not a JSON object")
+        kind = payload.get("type") or event
+        if kind == "message_start":
+            message = _object(payload, "message")
+            if isinstance(message.get("model"), str):
+                self.model = message["model"]
+            self._add_usage(message.get("usage"))
+        elif kind == "message_delta":
+            self._add_usage(payload.get("usage"))
+        elif kind == "message_stop":
+            self.finished = True
+        elif kind == "error":
+            failure = _object(payload, "error")
+            text = found if isinstance(found := failure.get("message"), str) else "The upstream failed."
+            self.error = scrub_error(text, self.target.secret)
+            error_type = found if isinstance(found := failure.get("type"), str) else "api_error"
+            rebuilt = {
+                "message": self.error,
+                "type": scrub_error(error_type, self.target.secret, ERROR_FIELD_LIMIT),
+            }
+            return [named_sse("error", dumps({"type": "error", "error": rebuilt}))]
+        return [named_sse(str(kind), data.encode())]
+
+    def _add_usage(self, usage: Any) -> None:
+        if isinstance(usage, dict):
+            self._counts.update((name, count) for name, count in usage.items() if count is not None)
+            self.usage = usage_from_anthropic(self._counts)
+
+
 # --- The adapter ----------------------------------------------------------------------------------
 
 
@@ -561,6 +617,46 @@ class AnthropicAdapter(Adapter):
     def stream_translator(self, target: Target, *, client_wants_usage: bool) -> StreamTranslator:
         return AnthropicStreamTranslator(target, client_wants_usage=client_wants_usage)
 
+    def _headers(self, target: Target, client: dict[str, str]) -> dict[str, str]:
+        headers = {
+            "x-api-key": target.secret,
+            "anthropic-version": client.get("anthropic-version") or ANTHROPIC_VERSION,
+            "content-type": "application/json",
+        }
+        if client.get("anthropic-beta"):
+            headers["anthropic-beta"] = client["anthropic-beta"]
+        return headers
+
+    def messages_request(
+        self, target: Target, body: dict[str, Any], headers: dict[str, str]
+    ) -> UpstreamRequest:
+        return UpstreamRequest(
+            url=f"{target.base_url}/v1/messages",
+            headers=self._headers(target, headers),
+            body=dumps({**body, "model": target.model}),
+        )
+
+    def messages_answer(self, target: Target, payload: bytes) -> Completion:
+        message = loads_object(payload)
+        if not isinstance(message.get("content"), list):
+            raise UpstreamProtocolError("the upstream's answer has no content blocks")
+        model = found if isinstance(found := message.get("model"), str) else target.model
+        counts = found if isinstance(found := message.get("usage"), dict) else None
+        usage = usage_from_anthropic(counts) if counts is not None else None
+        return Completion(body=payload, usage=usage, model=model)
+
+    def messages_stream_translator(self, target: Target) -> StreamTranslator:
+        return MessagesStreamTranslator(target)
+
+    def count_tokens_request(
+        self, target: Target, body: dict[str, Any], headers: dict[str, str]
+    ) -> UpstreamRequest:
+        return UpstreamRequest(
+            url=f"{target.base_url}/v1/messages/count_tokens",
+            headers=self._headers(target, headers),
+            body=dumps({**body, "model": target.model}),
+        )
+
     def error_message(self, status: int, payload: bytes) -> str:
         # Anthropic: {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}.
         try:
@@ -574,3 +670,9 @@ class AnthropicAdapter(Adapter):
 
     def supports_embeddings(self) -> bool:
         return False
+
+
+def _object(mapping: dict[str, Any], name: str) -> dict[str, Any]:
+    """``mapping[name]`` if it is an object, else an empty one."""
+    value = mapping.get(name)
+    return value if isinstance(value, dict) else {}

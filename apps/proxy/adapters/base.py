@@ -28,6 +28,8 @@ class Target:
     supports_stream_usage: bool = True
     # The upstream serves OpenAI's Responses API itself (else the proxy bridges it over chat).
     speaks_responses: bool = False
+    # The upstream serves Anthropic's Messages API itself (else the proxy bridges it over chat).
+    speaks_messages: bool = False
 
 
 @dataclass(slots=True)
@@ -108,6 +110,24 @@ class Adapter:
 
     def response_resource_request(self, target: Target, response_id: str, action: str) -> UpstreamRequest:
         """A stored Response at the upstream: ``retrieve`` (GET), ``delete`` or ``cancel``."""
+        raise NotImplementedError
+
+    # Anthropic's Messages API, where the upstream serves it (``Target.speaks_messages``): the body
+    # as the client sent it, with its ``anthropic-version`` and ``anthropic-beta`` headers.
+    def messages_request(
+        self, target: Target, body: dict[str, Any], headers: dict[str, str]
+    ) -> UpstreamRequest:
+        raise NotImplementedError
+
+    def messages_answer(self, target: Target, payload: bytes) -> Completion:
+        raise NotImplementedError
+
+    def messages_stream_translator(self, target: Target) -> StreamTranslator:
+        raise NotImplementedError
+
+    def count_tokens_request(
+        self, target: Target, body: dict[str, Any], headers: dict[str, str]
+    ) -> UpstreamRequest:
         raise NotImplementedError
 
     def embeddings_response(self, target: Target, payload: bytes) -> Completion:

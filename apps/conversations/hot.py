@@ -27,6 +27,10 @@ logger = logging.getLogger(__name__)
 
 TIMEOUT_SECONDS = 0.1
 PAUSE_AFTER_FAILURE_SECONDS = 1.0
+BATCH = 100  # ids one read asks Redis for
+# With Redis, what this process keeps of the turns it put: well past the ingest's write.
+RECENT_SECONDS = 60
+RECENT_BYTES = 8 * 1024 * 1024
 Payload = dict[str, Any]
 
 
@@ -43,12 +47,20 @@ class HotTurns(Protocol):
 
 
 class LocalTurns:
-    """This process's turns, the most recent ``GATEWAY_RESPONSES_HOT_BYTES`` of them."""
+    """This process's turns, the most recent ``limit`` bytes of them (``GATEWAY_RESPONSES_HOT_BYTES``),
+    each for ``seconds`` (``GATEWAY_RESPONSES_HOT_SECONDS``)."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        seconds: int | None = None,
+        limit: int | None = None,
+    ) -> None:
         self._turns: OrderedDict[tuple[str, str], tuple[float, Payload, int]] = OrderedDict()
         self._bytes = 0
         self._clock = clock
+        self._seconds, self._limit = seconds, limit
 
     async def get_many(self, organization_id: str, response_ids: list[str]) -> dict[str, Payload]:
         now, found = self._clock(), {}
@@ -61,10 +73,12 @@ class LocalTurns:
     async def put(self, payload: Payload) -> None:
         key = (payload["organization_id"], payload["response_id"])
         size = len(payload.get("content") or "") + 200
+        seconds = self._seconds if self._seconds is not None else settings.GATEWAY_RESPONSES_HOT_SECONDS
+        limit = self._limit if self._limit is not None else settings.GATEWAY_RESPONSES_HOT_BYTES
         self._drop(key)
-        self._turns[key] = (self._clock() + settings.GATEWAY_RESPONSES_HOT_SECONDS, payload, size)
+        self._turns[key] = (self._clock() + seconds, payload, size)
         self._bytes += size
-        while self._bytes > settings.GATEWAY_RESPONSES_HOT_BYTES and self._turns:
+        while self._bytes > limit and self._turns:
             self._drop(next(iter(self._turns)))
 
     async def delete(self, organization_id: str, response_id: str) -> None:
@@ -77,7 +91,11 @@ class LocalTurns:
 
 
 class RedisTurns:
-    """The turns in Redis, shared by every process and node, each under a key of its organization's."""
+    """The turns in Redis, shared by every process and node, each under a key of its organization's.
+
+    This process also keeps the turns it put for ``RECENT_SECONDS``: a follow-up that comes back to
+    it a moment later (an agent's tool round trip) is answered while Redis fails and before the
+    database has the turn (the ingest writes it about a second later)."""
 
     def __init__(
         self,
@@ -87,6 +105,7 @@ class RedisTurns:
         self._client = client
         self._clock = clock
         self._paused_until = 0.0
+        self._recent = LocalTurns(clock, seconds=RECENT_SECONDS, limit=RECENT_BYTES)
 
     def _available(self) -> aioredis.Redis | None:
         return None if self._clock() < self._paused_until else self._client()
@@ -96,25 +115,31 @@ class RedisTurns:
         logger.warning("Stored turns: Redis %s failed (%s)", action, type(error).__name__)
 
     async def get_many(self, organization_id: str, response_ids: list[str]) -> dict[str, Payload]:
+        found = await self._recent.get_many(organization_id, response_ids)
+        missing = [response_id for response_id in response_ids if response_id not in found]
         client = self._available()
-        if client is None or not response_ids:
-            return {}
-        keys = [turn_key(organization_id, response_id) for response_id in response_ids]
-        try:
-            values = await asyncio.wait_for(client.mget(keys), TIMEOUT_SECONDS)
-        except (redis.RedisError, OSError, TimeoutError) as error:
-            self._failed("read", error)
-            return {}
-        found = {}
-        for response_id, value in zip(response_ids, values, strict=True):
-            if value is not None:
-                try:
-                    found[response_id] = json.loads(value)
-                except ValueError:
-                    continue  # damaged: the database answers
+        if client is None:
+            return found
+        # In batches: a long conversation's history is a few short reads, never one read that could
+        # outlast the bound (and pause the tier for every other request).
+        for start in range(0, len(missing), BATCH):
+            batch = missing[start : start + BATCH]
+            keys = [turn_key(organization_id, response_id) for response_id in batch]
+            try:
+                values = await asyncio.wait_for(client.mget(keys), TIMEOUT_SECONDS)
+            except (redis.RedisError, OSError, TimeoutError) as error:
+                self._failed("read", error)
+                break
+            for response_id, value in zip(batch, values, strict=True):
+                if value is not None:
+                    try:
+                        found[response_id] = json.loads(value)
+                    except ValueError:
+                        continue  # damaged: the database answers
         return found
 
     async def put(self, payload: Payload) -> None:
+        await self._recent.put(payload)
         client = self._available()
         if client is None:
             return
@@ -130,6 +155,7 @@ class RedisTurns:
     async def delete(self, organization_id: str, response_id: str) -> None:
         """Raises when Redis cannot say the turn is gone: a delete that did not happen must not
         read as done (the turn would still be found for the rest of its time here)."""
+        await self._recent.delete(organization_id, response_id)
         client = self._client()
         if client is None:
             return

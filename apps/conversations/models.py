@@ -18,9 +18,15 @@ class StoredResponse(UUIDModel):
     native = models.BooleanField()
     provider_key_id = models.UUIDField(null=True)  # native: whose upstream holds the response
     api_key_id = models.UUIDField(null=True)
+    # The team the request was made for: only requests for the same team (or, for None, for no team)
+    # may read or continue it.
+    team_id = models.UUIDField(null=True)
     model = models.CharField(max_length=200)
     created_at = models.DateTimeField()
     content_encrypted = models.TextField(blank=True)  # Fernet (apps/core/crypto.py); "" for native
+    # Deleted by its client: kept as this mark (no content) until retention, so that the ingest
+    # writing the turn after its DELETE (it may, about a second late) cannot bring it back.
+    deleted = models.BooleanField(default=False)
 
     class Meta:
         constraints = [

@@ -30,6 +30,7 @@ from .turns import StoredTurn, seal, unseal
 logger = logging.getLogger(__name__)
 
 KIND = "stored_response"
+ID_LENGTH = 200  # StoredResponse.response_id
 
 
 async def remember(turn: StoredTurn) -> None:
@@ -39,9 +40,19 @@ async def remember(turn: StoredTurn) -> None:
     outbox().put(KIND, payload)
 
 
-async def recall(organization_id: str, response_ids: list[str]) -> dict[str, StoredTurn]:
-    """The organization's stored turns of those ids, by id (ids it has not, or no longer, stored
-    are left out; another organization's read as unknown)."""
+def _readable(response_id: Any) -> bool:
+    """An id a store can be asked about: one no store could hold (too long for the column, a NUL
+    PostgreSQL refuses) is simply unknown."""
+    return isinstance(response_id, str) and 0 < len(response_id) <= ID_LENGTH and "\x00" not in response_id
+
+
+async def recall(
+    organization_id: str, response_ids: list[str], *, team_id: str | None
+) -> dict[str, StoredTurn]:
+    """The organization's stored turns of those ids made for ``team_id`` (None: for no team), by id.
+    Ids it has not (or no longer) stored, another organization's and another team's are left out:
+    each reads as unknown."""
+    response_ids = [response_id for response_id in response_ids if _readable(response_id)]
     if not response_ids:
         return {}
     found = await hot_turns().get_many(organization_id, response_ids)
@@ -51,17 +62,22 @@ async def recall(organization_id: str, response_ids: list[str]) -> dict[str, Sto
     turns = {}
     for response_id, payload in found.items():
         try:
-            turns[response_id] = unseal(payload)
+            turn = unseal(payload)
         except ValueError:
             logger.warning(
                 "Stored response %s of organization %s is unreadable", response_id, organization_id
             )
+            continue
+        if turn.team_id == team_id:
+            turns[response_id] = turn
     return turns
 
 
 @database_sync_to_async
 def _stored(organization_id: str, response_ids: list[str]) -> dict[str, dict[str, Any]]:
-    rows = StoredResponse.objects.filter(organization_id=organization_id, response_id__in=response_ids)
+    rows = StoredResponse.objects.filter(
+        organization_id=organization_id, response_id__in=response_ids, deleted=False
+    )
     return {row.response_id: _payload_of(row) for row in rows}
 
 
@@ -74,27 +90,41 @@ def _payload_of(row: StoredResponse) -> dict[str, Any]:
         "created_at": row.created_at.isoformat(),
         "provider_key_id": str(row.provider_key_id) if row.provider_key_id else None,
         "api_key_id": str(row.api_key_id) if row.api_key_id else None,
+        "team_id": str(row.team_id) if row.team_id else None,
         "content": row.content_encrypted,
     }
 
 
-async def forget(organization_id: str, response_id: str) -> bool:
-    """Deletes the organization's stored turn; False when it holds none of that id."""
+async def forget(turn: StoredTurn) -> None:
+    """Deletes a stored turn (``recall``'s): its content goes at once, everywhere; a mark of it stays
+    in the database until retention, so that the ingest, which may write the turn after this (it is
+    about a second behind), cannot bring it back."""
     try:
-        await hot_turns().delete(organization_id, response_id)
+        await hot_turns().delete(turn.organization_id, turn.response_id)
     except (redis.RedisError, OSError, TimeoutError) as error:
         raise ServiceUnavailable(
             "The response could not be deleted now (the shared store did not answer); retry shortly."
         ) from error
-    return await _delete(organization_id, response_id)
+    await _mark_deleted(turn)
 
 
 @database_sync_to_async
-def _delete(organization_id: str, response_id: str) -> bool:
-    deleted, _ = StoredResponse.objects.filter(
-        organization_id=organization_id, response_id=response_id
-    ).delete()
-    return deleted > 0
+def _mark_deleted(turn: StoredTurn) -> None:
+    StoredResponse.objects.update_or_create(
+        organization_id=turn.organization_id,
+        response_id=turn.response_id,
+        defaults={"deleted": True, "content_encrypted": ""},
+        create_defaults={
+            "deleted": True,
+            "content_encrypted": "",
+            "native": turn.native,
+            "model": turn.model[:200],
+            "created_at": turn.created_at,
+            "provider_key_id": turn.provider_key_id,
+            "api_key_id": turn.api_key_id,
+            "team_id": turn.team_id,
+        },
+    )
 
 
 # --- The outbox's ingest ---------------------------------------------------------------------------
@@ -117,6 +147,7 @@ def stored_responses_write(payloads: Iterable[dict[str, Any]]) -> None:
             created_at=datetime.fromisoformat(payload["created_at"]),
             provider_key_id=payload.get("provider_key_id"),
             api_key_id=payload.get("api_key_id"),
+            team_id=payload.get("team_id"),
             content_encrypted=payload.get("content") or "",
         )
         for payload in payloads

@@ -23,6 +23,7 @@ class StoredTurn:
     created_at: datetime
     provider_key_id: str | None = None  # native: the key whose upstream holds the response
     api_key_id: str | None = None
+    team_id: str | None = None  # the team it was made for: only that team's requests find it
     # Bridged only: the ids of the turns before this one, oldest first; this turn's input and
     # output items; the Response as GET /v1/responses/{id} answers it.
     history: tuple[str, ...] = ()
@@ -54,6 +55,7 @@ def seal(turn: StoredTurn) -> dict[str, Any]:
         "created_at": turn.created_at.isoformat(),
         "provider_key_id": turn.provider_key_id,
         "api_key_id": turn.api_key_id,
+        "team_id": turn.team_id,
         "content": content,
     }
 
@@ -76,6 +78,7 @@ def unseal(payload: dict[str, Any]) -> StoredTurn:
             created_at=datetime.fromisoformat(payload["created_at"]),
             provider_key_id=payload.get("provider_key_id"),
             api_key_id=payload.get("api_key_id"),
+            team_id=payload.get("team_id"),
             history=tuple(content.get("history") or ()),
             input=content.get("input") or [],
             output=content.get("output") or [],

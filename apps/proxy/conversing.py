@@ -11,6 +11,7 @@ items when bridged, which key holds it when native; ``store: false`` keeps nothi
 """
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,7 +64,11 @@ class ContinueConversation(Stage):
 
     async def after(self, ctx: ProxyContext, answer: Answer) -> None:
         state = ctx.state(CONVERSATION)
-        if state is None or not state.store or answer.status != 200:
+        if state is None or answer.status != 200:
+            return
+        if _continues_natively(state):
+            answer.body = _with_previous(state, answer.body)
+        if not state.store:
             return
         try:
             response = json.loads(answer.body)
@@ -73,7 +78,11 @@ class ContinueConversation(Stage):
 
     def on_chunk(self, ctx: ProxyContext, chunk: bytes) -> bytes:
         state = ctx.state(CONVERSATION)
-        if state is not None and state.store and any(end in chunk for end in _STREAM_ENDS):
+        if state is None:
+            return chunk
+        if _continues_natively(state):
+            chunk = _with_previous(state, chunk)
+        if state.store and any(end in chunk for end in _STREAM_ENDS):
             state.final = _final_response(chunk)
         return chunk
 
@@ -84,8 +93,8 @@ class ContinueConversation(Stage):
 
 
 async def _continue(ctx: ProxyContext, state: Conversation, previous_id: Any) -> None:
-    organization_id = ctx.config.organization_id
-    found = await conversations.recall(organization_id, [str(previous_id)])
+    organization_id, team_id = ctx.config.organization_id, team_id_of(ctx)
+    found = await conversations.recall(organization_id, [str(previous_id)], team_id=team_id)
     previous = found.get(str(previous_id))
     if previous is None:
         raise _not_found(f"Previous response with id '{previous_id}' not found.")
@@ -93,7 +102,7 @@ async def _continue(ctx: ProxyContext, state: Conversation, previous_id: Any) ->
     if previous.native:
         state.pinned_key_id = previous.provider_key_id
         return
-    earlier = await conversations.recall(organization_id, list(previous.history))
+    earlier = await conversations.recall(organization_id, list(previous.history), team_id=team_id)
     missing = [turn_id for turn_id in previous.history if turn_id not in earlier]
     if missing:
         raise _not_found(
@@ -106,6 +115,31 @@ async def _continue(ctx: ProxyContext, state: Conversation, previous_id: Any) ->
     body["input"] = [*replay, *input_items(ctx.body.get("input"))]
     ctx.body = body
     state.history, state.replayed = (*previous.history, previous.response_id), len(replay)
+
+
+_NO_PREVIOUS = re.compile(rb'"previous_response_id":\s*null')
+
+
+def _continues_natively(state: Conversation) -> bool:
+    """A conversation the gateway replayed to an upstream that speaks Responses: the upstream was
+    sent the history, not the id, so its Response says it continues none."""
+    target = state.answered_by
+    return (
+        state.replayed > 0 and target is not None and target.speaks_responses and state.previous is not None
+    )
+
+
+def _with_previous(state: Conversation, text: bytes) -> bytes:
+    """``text`` (a Response, or stream events carrying one) saying which Response it continues."""
+    assert state.previous is not None
+    named = b'"previous_response_id":' + json.dumps(state.previous.response_id).encode()
+    return _NO_PREVIOUS.sub(lambda _: named, text)
+
+
+def team_id_of(ctx: ProxyContext) -> str | None:
+    """The team the request is made for: a stored turn is found by requests for the same team only."""
+    team_id = ctx.record.team_id
+    return str(team_id) if team_id is not None else None
 
 
 def _not_found(message: str) -> NotFound:
@@ -150,6 +184,7 @@ async def _remember(ctx: ProxyContext, state: Conversation, response: dict[str, 
         created_at=record.started_at,
         provider_key_id=target.provider_key_id,
         api_key_id=ctx.key.id,
+        team_id=team_id_of(ctx),
         # A native turn's content is the provider's to keep; a bridged one's is the gateway's.
         history=state.history if bridged else (),
         input=input_items(ctx.body.get("input"))[state.replayed :] if bridged else [],

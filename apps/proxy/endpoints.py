@@ -26,12 +26,13 @@ from .adapters.base import (
 from .answers import Answer, StreamOutcome
 from .bridges import messages_chat, responses_chat
 from .config import model_object
-from .conversing import CONVERSATION
+from .conversing import CONVERSATION, team_id_of
 from .errors import anthropic_error_body, error_event
 from .errors import error_body as openai_error_body
 from .estimates import text_chars
 from .forwarding import CLIENT_CAUSED, Forwarder
 from .http import ProxyRequest
+from .policing import redacted_answer
 from .routing import (
     Candidate,
     ModelNotAllowed,
@@ -411,7 +412,8 @@ class StoredResponseEndpoint(Endpoint):
     async def answer(self, ctx: "ProxyContext") -> Answer:
         response_id = ctx.request.resource or ""
         organization_id = ctx.config.organization_id
-        turn = (await conversations.recall(organization_id, [response_id])).get(response_id)
+        found = await conversations.recall(organization_id, [response_id], team_id=team_id_of(ctx))
+        turn = found.get(response_id)
         if turn is None:
             raise NotFound(f"Response with id '{response_id}' not found.", code="response_not_found")
         if turn.native:
@@ -419,7 +421,7 @@ class StoredResponseEndpoint(Endpoint):
         if self.action == "retrieve":
             return Answer(body=dumps(turn.response))
         if self.action == "delete":
-            await conversations.forget(organization_id, response_id)
+            await conversations.forget(turn)
             return Answer(body=dumps({"id": response_id, "object": "response", "deleted": True}))
         raise InvalidRequest(
             "Only background responses can be cancelled.", code="invalid_request", param=None
@@ -446,11 +448,13 @@ class StoredResponseEndpoint(Endpoint):
             ctx.record, [candidate], ctx.request.started, retry=False, client_caused=CLIENT_CAUSED | {404}
         ).complete(
             lambda adapter, target: adapter.response_resource_request(target, turn.response_id, self.action),
-            lambda adapter, target, payload: Completion(body=payload, usage=None, model=target.model),
+            lambda adapter, target, payload: adapter.response_resource_answer(target, payload),
         )
         if self.action == "delete":
-            await conversations.forget(turn.organization_id, turn.response_id)
-        return Answer(body=completion.body)
+            await conversations.forget(turn)
+            return Answer(body=completion.body)
+        # The provider kept the answer as it made it: redacted here as it was when it was made.
+        return Answer(body=redacted_answer(ctx, "responses", turn.model, completion.body))
 
 
 class Embeddings(UpstreamEndpoint):

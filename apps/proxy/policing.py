@@ -158,6 +158,32 @@ ANSWER_TEXTS: dict[str, Callable[[Any], Iterator[tuple[dict, str]]]] = {
 }
 
 
+def redacted_answer(ctx: ProxyContext, endpoint: str, model: str, body: bytes) -> bytes:
+    """``body``, an answer of ``endpoint`` read back later (a stored Response the provider holds),
+    redacted by the policies that would redact it were it answered now for ``model``."""
+    engine = ctx.config.policies
+    if engine is None or engine.is_empty:
+        return body
+    team_id = ctx.team.id if ctx.team is not None else None
+    redactor = engine.response_redactor(model=model, team_id=team_id, api_key_id=ctx.key.id)
+    if redactor is None:
+        return body
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return body
+    found: list[Decision] = []
+    for holder, field in ANSWER_TEXTS[endpoint](parsed):
+        redacted, decisions = redactor.redact_text(holder[field])
+        if decisions:
+            holder[field] = redacted
+            found += decisions
+    if not found:
+        return body
+    _record_answer_decisions(ctx, found)
+    return json.dumps(parsed, ensure_ascii=False, separators=(",", ":")).encode()
+
+
 def _record_answer_decisions(ctx: ProxyContext, decisions: list[Decision]) -> None:
     record = ctx.record
     record.policy_decisions = [*record.policy_decisions, *(decision.as_record() for decision in decisions)]

@@ -111,6 +111,14 @@ def validate_responses(body: dict[str, Any]) -> None:
     for name in ("store", "background"):
         if body.get(name) is not None and not isinstance(body[name], bool):
             raise InvalidRequest(f"'{name}' must be a boolean.", code="invalid_type", param=name)
+    if body.get("background") is True:
+        # A background Response is answered (and used) later, where the gateway cannot price it.
+        raise InvalidRequest(
+            "Background responses ('background': true) are not served through the gateway; make the "
+            "request in the foreground (streamed, for a long one).",
+            code="unsupported_parameter",
+            param="background",
+        )
     for name in ("previous_response_id", "instructions"):
         if body.get(name) is not None and not isinstance(body[name], str):
             raise InvalidRequest(f"'{name}' must be a string.", code="invalid_type", param=name)

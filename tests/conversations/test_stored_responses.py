@@ -1,6 +1,7 @@
 """The stored turns of Responses conversations: written by the outbox's ingest once, encrypted,
 read back by organization only, and deleted with the organization's retention."""
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -36,7 +37,7 @@ def test_a_batch_written_twice_keeps_one_row_and_reads_back_decrypted(organizati
 
     row = StoredResponse.objects.get()
     assert "tangerine" not in row.content_encrypted
-    found = async_to_sync(services.recall)(str(organization.id), ["resp_1"])
+    found = async_to_sync(services.recall)(str(organization.id), ["resp_1"], team_id=None)
     assert found["resp_1"].input == [{"role": "user", "content": "the secret is tangerine"}]
     assert found["resp_1"].response == {"id": "resp_1", "object": "response"}
 
@@ -44,9 +45,8 @@ def test_a_batch_written_twice_keeps_one_row_and_reads_back_decrypted(organizati
 def test_another_organizations_turn_is_not_found(organization, outsider):
     services.stored_responses_write([seal(turn(organization))])
 
-    assert async_to_sync(services.recall)(str(outsider.organization.id), ["resp_1"]) == {}
-    assert async_to_sync(services.forget)(str(outsider.organization.id), "resp_1") is False
-    assert StoredResponse.objects.count() == 1
+    assert async_to_sync(services.recall)(str(outsider.organization.id), ["resp_1"], team_id=None) == {}
+    assert async_to_sync(services.recall)(str(organization.id), ["resp_1"], team_id=None) != {}
 
 
 def test_a_turn_of_an_organization_deleted_since_is_passed_over(organization, outsider):
@@ -80,7 +80,27 @@ def test_a_turn_no_configured_key_decrypts_is_left_out(organization, settings):
     settings.GATEWAY_ENCRYPTION_KEYS = ["ZmRmZGZkZmRmZGZkZmRmZGZkZmRmZGZkZmRmZGZkZmQ="]
     crypto._fernet.cache_clear()
     try:
-        assert async_to_sync(services.recall)(str(organization.id), ["resp_1"]) == {}
+        assert async_to_sync(services.recall)(str(organization.id), ["resp_1"], team_id=None) == {}
     finally:
         settings.GATEWAY_ENCRYPTION_KEYS = original
         crypto._fernet.cache_clear()
+
+
+def test_a_turn_is_found_by_requests_for_its_own_team_only(organization):
+    team_id = "0b9d6d8e-8c5e-4c8a-9d0e-0d6f5b0c1a2b"
+    services.stored_responses_write([seal(replace(turn(organization), team_id=team_id))])
+
+    recall = async_to_sync(services.recall)
+    assert recall(str(organization.id), ["resp_1"], team_id=team_id).keys() == {"resp_1"}
+    assert recall(str(organization.id), ["resp_1"], team_id=None) == {}
+
+
+def test_a_deleted_turn_stays_deleted_when_its_write_comes_late(organization):
+    made = turn(organization)
+
+    async_to_sync(services.forget)(made)  # before the ingest has written it
+    services.stored_responses_write([seal(made)])
+
+    row = StoredResponse.objects.get()
+    assert row.deleted and row.content_encrypted == ""
+    assert async_to_sync(services.recall)(str(organization.id), ["resp_1"], team_id=None) == {}

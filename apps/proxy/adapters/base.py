@@ -112,6 +112,9 @@ class Adapter:
         """A stored Response at the upstream: ``retrieve`` (GET), ``delete`` or ``cancel``."""
         raise NotImplementedError
 
+    def response_resource_answer(self, target: Target, payload: bytes) -> Completion:
+        raise NotImplementedError
+
     # Anthropic's Messages API, where the upstream serves it (``Target.speaks_messages``): the body
     # as the client sent it, with its ``anthropic-version`` and ``anthropic-beta`` headers.
     def messages_request(

@@ -188,6 +188,16 @@ class ResponsesStreamTranslator(StreamTranslator):
         return payload
 
 
+def scrubbed_response(parsed: dict[str, Any], payload: bytes, secret: str) -> bytes:
+    """A Response as the client may see it: one that failed (``status: failed`` with its ``error``)
+    has its message scrubbed of the provider key, as every upstream error is; others pass as sent."""
+    error = parsed.get("error")
+    if not isinstance(error, dict) or not isinstance(error.get("message"), str):
+        return payload
+    error["message"] = scrub_error(error["message"], secret)
+    return dumps(parsed)
+
+
 class OpenAIAdapter(Adapter):
     def headers(self, target: Target) -> dict[str, str]:
         return {"authorization": f"Bearer {target.secret}", "content-type": "application/json"}
@@ -235,10 +245,17 @@ class OpenAIAdapter(Adapter):
         if not isinstance(parsed.get("output"), list):
             raise UpstreamProtocolError("the upstream's response has no output")
         model = found if isinstance(found := parsed.get("model"), str) else target.model
-        return Completion(body=payload, usage=usage_from_responses(parsed.get("usage")), model=model)
+        body = scrubbed_response(parsed, payload, target.secret)
+        return Completion(body=body, usage=usage_from_responses(parsed.get("usage")), model=model)
 
     def responses_stream_translator(self, target: Target) -> StreamTranslator:
         return ResponsesStreamTranslator(target, client_wants_usage=True)
+
+    def response_resource_answer(self, target: Target, payload: bytes) -> Completion:
+        parsed = loads_object(payload)
+        return Completion(
+            body=scrubbed_response(parsed, payload, target.secret), usage=None, model=target.model
+        )
 
     def response_resource_request(self, target: Target, response_id: str, action: str) -> UpstreamRequest:
         base, _, query = self.responses_url(target).partition("?")

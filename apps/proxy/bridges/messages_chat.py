@@ -416,14 +416,16 @@ class MessageEvents:
 
     def chunk(self, chunk: dict[str, Any]) -> list[bytes]:
         frames = self._start()
-        for choice in chunk.get("choices") or ():
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else ():
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
             delta = _object(choice, "delta")
             if isinstance(delta.get("content"), str) and delta["content"]:
                 frames += self._text(delta["content"])
-            for call in delta.get("tool_calls") or ():
-                if isinstance(call, dict):
+            calls = delta.get("tool_calls")
+            for call in calls if isinstance(calls, list) else ():
+                if isinstance(call, dict) and isinstance(call.get("index", 0), int):
                     frames += self._call(call)
             if choice.get("finish_reason") is not None:
                 self.finish_reason = choice["finish_reason"]
@@ -505,6 +507,8 @@ class MessagesOverChat(StreamTranslator):
                 chunk = json.loads(frame[len(b"data: ") :])
             except ValueError as error:
                 raise UpstreamProtocolError("the upstream's chunk is not JSON") from error
+            if not isinstance(chunk, dict):
+                raise UpstreamProtocolError("the upstream's chunk is not a JSON object")
             error_fields = chunk.get("error") if "choices" not in chunk else None
             if isinstance(error_fields, dict):
                 frames += events.error(str(error_fields.get("message")))

@@ -95,6 +95,7 @@ def chat_request(body: dict[str, Any], *, provider: str) -> dict[str, Any]:
                 f"'{name}' cannot be sent to {provider} models: the gateway serves the Responses API "
                 "for them through chat completions, which have no such field.",
             )
+    _refuse_what_the_provider_drops(body, provider)
     chat: dict[str, Any] = {"model": body["model"], "messages": messages_of(body)}
     if body.get("stream") is True:
         chat["stream"] = True
@@ -122,6 +123,33 @@ def chat_request(body: dict[str, Any], *, provider: str) -> dict[str, Any]:
     return chat
 
 
+def _refuse_what_the_provider_drops(body: dict[str, Any], provider: str) -> None:
+    """What maps onto a chat request but would not reach the model: Anthropic's adapter has no
+    structured output and no reasoning effort, and no chat upstream has OpenAI's verbosity or
+    reasoning summaries. Refused rather than answered as if they had been honoured."""
+    text = _of(body, "text", dict, {})
+    reasoning = _of(body, "reasoning", dict, {})
+    if text.get("verbosity") is not None:
+        raise _refuse("text.verbosity", f"'text.verbosity' cannot be sent to {provider} models.")
+    if reasoning.get("summary") is not None:
+        raise _refuse(
+            "reasoning.summary", f"{provider} models give no reasoning summaries through the gateway."
+        )
+    if provider != "anthropic":
+        return
+    fmt = _of(text, "format", dict, {})
+    if fmt.get("type") in ("json_schema", "json_object"):
+        raise _refuse(
+            "text.format",
+            "Structured output ('text.format' json_schema or json_object) is not served for Anthropic "
+            "models through the gateway; ask for JSON in the instructions, or call an OpenAI model.",
+        )
+    if reasoning.get("effort") is not None:
+        raise _refuse(
+            "reasoning.effort", "'reasoning.effort' is not served for Anthropic models through the gateway."
+        )
+
+
 def messages_of(body: dict[str, Any]) -> list[dict[str, Any]]:
     """The chat messages of a Responses request's ``instructions`` and ``input``."""
     messages: list[dict[str, Any]] = []
@@ -144,6 +172,8 @@ def _add_item(messages: list[dict[str, Any]], item: Any, param: str) -> None:
     if not isinstance(item, dict):
         raise _refuse(param, f"'{param}' must be an object.", "invalid_type")
     kind = item.get("type", "message")  # a message may leave its type out (EasyInputMessage)
+    if not isinstance(kind, str):
+        raise _refuse(f"{param}.type", f"'{param}.type' must be a string.", "invalid_type")
     if kind == "message":
         messages.append(_message(item, param))
     elif kind == "function_call":
@@ -184,6 +214,10 @@ def _message(item: dict[str, Any], param: str) -> dict[str, Any]:
 
 def _part(part: Any, role: str, param: str) -> dict[str, Any]:
     kind = part.get("type") if isinstance(part, dict) else None
+    if not isinstance(kind, str):
+        raise _refuse(
+            f"{param}.type", f"'{param}' must be a content part with a string 'type'.", "invalid_type"
+        )
     if kind in ("input_text", "output_text"):
         text = part.get("text")
         if not isinstance(text, str):
@@ -495,15 +529,15 @@ class ResponseEvents:
         frames = self._start()
         if isinstance(chunk.get("model"), str):
             self.response["model"] = chunk["model"]
-        for choice in chunk.get("choices") or ():
+        for choice in _of(chunk, "choices", list, []):
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
             delta = _of(choice, "delta", dict, {})
             content = delta.get("content")
             if isinstance(content, str) and content:
                 frames += self._text_delta(content)
-            for call in delta.get("tool_calls") or ():
-                if isinstance(call, dict):
+            for call in _of(delta, "tool_calls", list, []):
+                if isinstance(call, dict) and isinstance(call.get("index", 0), int):
                     frames += self._call_delta(call)
             if choice.get("finish_reason") is not None:
                 self.finish_reason = choice["finish_reason"]
@@ -668,6 +702,8 @@ class ResponsesOverChat(StreamTranslator):
                 chunk = json.loads(frame[len(b"data: ") :])
             except ValueError as error:
                 raise UpstreamProtocolError("the upstream's chunk is not JSON") from error
+            if not isinstance(chunk, dict):
+                raise UpstreamProtocolError("the upstream's chunk is not a JSON object")
             error_fields = chunk.get("error") if "choices" not in chunk else None
             if isinstance(error_fields, dict):
                 frames += events.error(str(error_fields.get("message")), error_fields.get("code"))

@@ -8,7 +8,16 @@ from .models import ProviderKey
 
 # The writable fields, as the services take them (inputs.py), which check them; the form's secret is
 # the input's key.
-FIELDS = ("provider", "name", "weight", "data_region", "base_url", "api_version", "supports_stream_usage")
+FIELDS = (
+    "provider",
+    "name",
+    "weight",
+    "data_region",
+    "base_url",
+    "api_version",
+    "supports_stream_usage",
+    "speaks_responses",
+)
 CHANGE_FIELDS = (*FIELDS, "is_active")
 
 

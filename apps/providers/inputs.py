@@ -80,6 +80,11 @@ class _ProviderKeyFields(serializers.Serializer):
         validators=[RegexValidator(r"^[0-9a-zA-Z.\-]+$", "Letters, digits, '.' and '-' (2024-10-21).")],
     )
     supports_stream_usage = StrictBooleanField(required=False)
+    speaks_responses = StrictBooleanField(
+        required=False,
+        help_text="openai_compatible only: the server serves OpenAI's Responses API itself (recent vLLM), "
+        "so /v1/responses is passed through rather than bridged over chat completions.",
+    )
 
 
 # A new key; the API's ProviderKeyCreateSerializer is these. A key is created active (is_active is a

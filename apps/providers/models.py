@@ -53,6 +53,10 @@ class ProviderKey(UUIDModel):
     api_version = models.CharField(max_length=32, blank=True)
     # Some OpenAI-compatible servers refuse stream_options; their streams' usage is then estimated.
     supports_stream_usage = models.BooleanField(default=True)
+    # An OpenAI-compatible server that serves OpenAI's Responses API itself (recent vLLM): the proxy
+    # passes /v1/responses through to it rather than bridging over chat. Read for openai_compatible
+    # keys only (OpenAI's and Azure's always do, Anthropic's never).
+    speaks_responses = models.BooleanField(default=False)
     is_active = models.BooleanField(default=True)
     rotated_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)

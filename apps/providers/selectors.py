@@ -26,6 +26,7 @@ class ProviderKeySnapshot:
     base_url: str
     api_version: str
     supports_stream_usage: bool
+    speaks_responses: bool = False
 
 
 def _usable_address(base_url: str) -> bool:
@@ -65,6 +66,7 @@ def usable_provider_keys(organization_id) -> tuple[ProviderKeySnapshot, ...]:
                 base_url=base_url,
                 api_version=row.api_version,
                 supports_stream_usage=row.supports_stream_usage,
+                speaks_responses=row.speaks_responses,
             )
         )
     return tuple(usable)

@@ -89,7 +89,8 @@ def target_for(candidate: Candidate) -> Target:
         model=candidate.deployment.upstream_model,
         api_version=key.api_version,
         supports_stream_usage=key.supports_stream_usage,
-        speaks_responses=key.provider in SPEAK_RESPONSES,
+        speaks_responses=key.provider in SPEAK_RESPONSES
+        or (key.provider == "openai_compatible" and key.speaks_responses),
         speaks_messages=key.provider in SPEAK_MESSAGES,
     )
 

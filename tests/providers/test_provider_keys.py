@@ -28,6 +28,7 @@ SHOWN_FIELDS = {
     "base_url",
     "api_version",
     "supports_stream_usage",
+    "speaks_responses",
     "is_active",
     "created_at",
     "updated_at",
@@ -93,6 +94,7 @@ def test_it_creates_a_provider_key_and_shows_only_a_hint_of_the_secret(session_c
     assert body["base_url"] == ""
     assert body["is_active"] is True
     assert body["supports_stream_usage"] is True
+    assert body["speaks_responses"] is False
     assert body["rotated_at"] is None
     assert body["created_at"].endswith("Z")
     assert SECRET not in response.content.decode()

@@ -364,3 +364,21 @@ async def test_the_responses_permission_opens_the_responses_api_only(
 
     assert response.status_code == status
     assert chat.status_code == (403 if status == 200 else 200)
+
+
+async def test_an_openai_compatible_server_that_speaks_responses_gets_them_passed_through(
+    sdk, organization, upstream
+):
+    from apps.providers.models import ProviderKey
+
+    key = await add_provider_key_async(
+        organization, upstream, provider="openai_compatible", secret="sk-vllm-upstream", speaks_responses=True
+    )
+    await add_alias_async(organization, "vllm", ("openai_compatible", "qwen3-8b"))
+
+    response = await sdk.responses.create(model="vllm", input="hi", store=False)
+
+    assert upstream.last_request.path == "/v1/responses"
+    assert upstream.last_request.json["model"] == "qwen3-8b"
+    assert response.output_text == "Hello from upstream: hi"
+    assert (await ProviderKey.objects.aget(pk=key.pk)).speaks_responses

@@ -61,9 +61,10 @@ def _create_input(post) -> dict:
     weight = text(post, "weight")
     if weight is not None:
         data["weight"] = weight
-    stream_usage = flag(post, "supports_stream_usage")
-    if stream_usage is not None:
-        data["supports_stream_usage"] = stream_usage
+    for name in ("supports_stream_usage", "speaks_responses"):
+        value = flag(post, name)
+        if value is not None:
+            data[name] = value
     return {name: value for name, value in data.items() if value is not None}
 
 
@@ -140,7 +141,7 @@ def _update_input(post, provider_key: ProviderKey) -> dict:
             data[name] = post[name].strip()
     if "weight" in post:
         data["weight"] = post["weight"].strip()
-    for name in ("is_active", "supports_stream_usage"):
+    for name in ("is_active", "supports_stream_usage", "speaks_responses"):
         value = flag(post, name)
         if value is not None:
             data[name] = value

@@ -28,6 +28,7 @@ class ProviderKeySerializer(serializers.ModelSerializer):
             "base_url",
             "api_version",
             "supports_stream_usage",
+            "speaks_responses",
             "is_active",
             "created_at",
             "updated_at",

@@ -321,14 +321,33 @@ def chosen_tool(
     choice: Literal["auto", "none", "required"],
     named: str | None,
 ) -> str | None:
-    """The tool the model calls: the one tool_choice forces, or the first when the user asks for one."""
+    """The tool the model calls: the one tool_choice forces, or the first when the user asks for one
+    and the conversation does not end with a tool's result (the model has what it asked for then,
+    and answers: an agent's loop ends)."""
     if not names or choice == "none":
         return None
     if named:
         return named
-    if choice == "required" or TOOL_TRIGGER in last_user_text(messages).lower():
+    if choice == "required":
+        return names[0]
+    if TOOL_TRIGGER in last_user_text(messages).lower() and not ends_with_a_tool_result(messages):
         return names[0]
     return None
+
+
+def ends_with_a_tool_result(messages: list[dict[str, Any]]) -> bool:
+    """The last message is a tool's result: OpenAI's ``tool`` message, or Anthropic's user turn of
+    ``tool_result`` blocks only."""
+    last = messages[-1] if messages else {}
+    if last.get("role") == "tool":
+        return True
+    content = last.get("content")
+    return (
+        last.get("role") == "user"
+        and isinstance(content, list)
+        and bool(content)
+        and all(isinstance(block, dict) and block.get("type") == "tool_result" for block in content)
+    )
 
 
 def as_list(value: Any) -> list[str]:

@@ -371,3 +371,35 @@ async def test_a_new_day_starts_from_zero_and_a_request_in_flight_at_midnight_co
     assert spent_on(after_midnight) == 0
     await set_limits(organization=organization, team=team, budget=daily("0.00001"))
     assert (await chat(proxy, team_key)).status_code == 200  # a new day: the small budget has room again
+
+
+async def test_budgets_hold_on_the_responses_and_messages_apis_too(
+    proxy, organization, routed, team, team_key
+):
+    """The reservation counts each API's own fields (input items, max_output_tokens; the system
+    prompt, max_tokens), and each refusal leaves in its API's shape."""
+    await set_limits(organization=organization, team=team, budget=daily("0.00002"))
+    response = await proxy.post(
+        "/v1/responses",
+        json={"model": "fast", "input": "hi", "max_output_tokens": 1_000_000},
+        headers=bearer(team_key),
+    )
+    message = await proxy.post(
+        "/v1/messages",
+        json={"model": "fast", "max_tokens": 1_000_000, "messages": [{"role": "user", "content": "hi"}]},
+        headers={"x-api-key": team_key},
+    )
+    await wait_for_settlements()
+
+    assert response.status_code == 402
+    assert response.json()["error"]["code"] == "budget_exceeded"
+    assert message.status_code == 402
+    assert message.json()["error"]["type"] == "billing_error"
+    assert message.headers["x-gateway-error-code"] == "budget_exceeded"
+    assert routed.requests == []
+    allowed = await proxy.post(
+        "/v1/responses",
+        json={"model": "fast", "input": "hi", "max_output_tokens": 16},
+        headers=bearer(team_key),
+    )
+    assert allowed.status_code == 200

@@ -272,3 +272,33 @@ async def test_the_messages_permission_opens_the_messages_api_only(proxy, organi
 
     assert allowed.status_code == 200
     assert refused.status_code == 403
+
+
+async def test_policies_redact_a_messages_request_and_its_answer_whole_and_streamed(
+    claude, organization, upstream, records
+):
+    from apps.policies.services import policy_create
+
+    await add_provider_key_async(organization, upstream, provider="anthropic", secret="sk-ant-upstream")
+    await add_alias_async(organization, "claude", ("anthropic", "claude-sonnet-4-5"))
+    create = database_sync_to_async(policy_create)
+    await create(
+        organization=organization, data={"name": "no pii", "action": "redact", "detectors": ["email"]}
+    )
+    await create(
+        organization=organization,
+        data={"name": "house", "action": "redact", "patterns": ["from upstream"], "apply_to_response": True},
+    )
+    messages = [{"role": "user", "content": [{"type": "text", "text": "Write to ada@example.com"}]}]
+
+    whole = await claude.messages.create(
+        model="claude", max_tokens=64, system="Mail ada@example.com", messages=messages
+    )
+    async with claude.messages.stream(model="claude", max_tokens=64, messages=messages) as stream:
+        streamed = "".join([text async for text in stream.text_stream])
+
+    sent = upstream.last_request.json
+    assert "ada@example.com" not in str(sent)
+    assert whole.content[0].text == "Hello [REDACTED:pattern]: Write to [REDACTED:email]"
+    assert streamed == whole.content[0].text
+    assert [record.policy_action for record in records] == ["redacted", "redacted"]

@@ -302,3 +302,23 @@ async def test_policies_redact_a_messages_request_and_its_answer_whole_and_strea
     assert whole.content[0].text == "Hello [REDACTED:pattern]: Write to [REDACTED:email]"
     assert streamed == whole.content[0].text
     assert [record.policy_action for record in records] == ["redacted", "redacted"]
+
+
+async def test_a_body_over_the_limit_is_a_413_in_each_apis_shape(proxy, gateway_key, settings, served):
+    settings.GATEWAY_MAX_BODY_BYTES = 1024
+    big = "x" * 2048
+
+    message = await proxy.post(
+        "/v1/messages",
+        json={"model": "claude", "max_tokens": 5, "messages": [{"role": "user", "content": big}]},
+        headers={"x-api-key": gateway_key[1]},
+    )
+    response = await proxy.post(
+        "/v1/responses", json={"model": "claude", "input": big}, headers=bearer(gateway_key[1])
+    )
+
+    assert message.status_code == 413
+    assert message.json()["error"]["type"] == "request_too_large"
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "request_too_large"
+    assert served.requests == []

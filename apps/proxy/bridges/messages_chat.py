@@ -120,6 +120,27 @@ def _system(system: Any) -> list[dict[str, Any]]:
 
 
 def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    messages = _turns(body)
+    waiting: list[str] = []
+    for message in messages:
+        if message["role"] == "tool":
+            if message["tool_call_id"] in waiting:
+                waiting.remove(message["tool_call_id"])
+            continue
+        if waiting:
+            break
+        waiting = [call["id"] for call in message.get("tool_calls") or ()]
+    if waiting:
+        # As Anthropic answers it: each tool_use is answered by its tool_result in the next turn.
+        raise _refuse(
+            "messages",
+            f"tool_use ids were found without tool_result blocks immediately after: {waiting[0]}.",
+            "invalid_value",
+        )
+    return messages
+
+
+def _turns(body: dict[str, Any]) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     for i, message in enumerate(_list(body.get("messages"), "messages")):
         param = f"messages[{i}]"

@@ -165,7 +165,24 @@ def messages_of(body: dict[str, Any]) -> list[dict[str, Any]]:
         return messages
     for i, item in enumerate(_list(source, "input")):
         _add_item(messages, item, f"input[{i}]")
+    _require_outputs(messages)
     return messages
+
+
+def _require_outputs(messages: list[dict[str, Any]]) -> None:
+    """Every function call answered by its output before the conversation goes on, as OpenAI
+    requires (a chat upstream would refuse it less clearly)."""
+    waiting: list[str] = []
+    for message in messages:
+        if message["role"] == "tool":
+            if message["tool_call_id"] in waiting:
+                waiting.remove(message["tool_call_id"])
+            continue
+        if waiting:
+            break
+        waiting = [call["id"] for call in message.get("tool_calls") or ()]
+    if waiting:
+        raise _refuse("input", f"No tool output found for function call {waiting[0]}.", "invalid_value")
 
 
 def _add_item(messages: list[dict[str, Any]], item: Any, param: str) -> None:

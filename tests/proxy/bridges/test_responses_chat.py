@@ -189,6 +189,17 @@ def test_a_string_input_and_a_json_schema_format():
         ({"conversation": "conv_1"}, "conversation"),
         ({"text": {"format": {"type": "grammar"}}}, "text.format.type"),
         ({"input": 42}, "input"),
+        # A function call must be answered by its output before the conversation goes on.
+        (
+            {
+                "input": [
+                    {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+                    {"role": "user", "content": "and?"},
+                ]
+            },
+            "input",
+        ),
+        ({"input": [{"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}]}, "input"),
     ],
 )
 def test_what_a_chat_upstream_cannot_do_is_a_400_naming_the_field(change, param):

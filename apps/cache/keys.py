@@ -19,7 +19,11 @@ from .settings import CacheSettings
 
 CHAT_COMPLETIONS = "chat.completions"
 EMBEDDINGS = "embeddings"
-ENDPOINTS = frozenset({CHAT_COMPLETIONS, EMBEDDINGS})
+RESPONSES = "responses"
+MESSAGES = "messages"
+ENDPOINTS = frozenset({CHAT_COMPLETIONS, EMBEDDINGS, RESPONSES, MESSAGES})
+# Endpoints whose answers are cached whole only: their streams are not assembled or replayed.
+WHOLE_ONLY = frozenset({RESPONSES, MESSAGES})
 
 # Fields that change who asked, how the answer travels or what is kept upstream, never the answer.
 # ``model`` is not in the fingerprint: the resolved model is in the key (entry_key), so two aliases
@@ -56,13 +60,19 @@ def request_fingerprint(endpoint: str, body: dict) -> str:
 
 
 def is_cacheable(endpoint: str, body: dict, settings: CacheSettings) -> bool:
-    """Embeddings are deterministic; a chat completion only at an explicit temperature of 0, unless
-    the organization widened that (an absent temperature means 1 at the providers)."""
+    """Embeddings are deterministic; a chat completion, a Message or a Response only at an explicit
+    temperature of 0, unless the organization widened that (an absent temperature means 1 at the
+    providers). A Response only when it is not stored and continues none: a stored one is a turn of
+    a conversation, with an id of its own (docs/cache.md)."""
     if not settings.enabled:
         return False
     if endpoint == EMBEDDINGS:
         return True
-    if endpoint != CHAT_COMPLETIONS:
+    if endpoint == RESPONSES and (
+        body.get("store") is not False or body.get("previous_response_id") is not None
+    ):
+        return False
+    if endpoint not in ENDPOINTS:
         return False
     if settings.any_temperature:
         return True

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from apps.audit.records import RequestRecord, emit
-from apps.cache.keys import entry_key, is_cacheable, request_fingerprint, semantic_query
+from apps.cache.keys import WHOLE_ONLY, entry_key, is_cacheable, request_fingerprint, semantic_query
 from apps.cache.memory import local_cache
 from apps.cache.semantic import semantic_index
 from apps.cache.settings import CacheSettings
@@ -59,14 +59,18 @@ LOOKUP: StageState[Lookup] = StageState("cache")
 
 class ServeFromCache(Stage):
     slot = "cache"
-    endpoints = frozenset({CHAT, "embeddings"})
+    endpoints = frozenset({CHAT, "embeddings", "responses", "messages"})
 
     async def before(self, ctx: ProxyContext) -> Answer | None:
         config = ctx.config
         cache_settings = config.cache_settings_for(ctx.team.id if ctx.team is not None else None)
         endpoint = ctx.endpoint.name
         directives = _directives(ctx.request.headers.get("cache-control", ""))
-        if "no-store" in directives or not is_cacheable(endpoint, ctx.body, cache_settings):
+        if (
+            "no-store" in directives
+            or (ctx.stream and endpoint in WHOLE_ONLY)
+            or not is_cacheable(endpoint, ctx.body, cache_settings)
+        ):
             ctx.cache = "bypass"
             return None
         model = _cache_model(config, ctx.body["model"])

@@ -143,7 +143,6 @@ class TranslatedEndpoint(Endpoint):
     and the answer leaves in the client API's shapes either way. Subclasses say how."""
 
     streams = True
-    cacheable = False
 
     @abstractmethod
     def native(self, target: Target) -> bool: ...

@@ -322,3 +322,22 @@ async def test_a_body_over_the_limit_is_a_413_in_each_apis_shape(proxy, gateway_
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "request_too_large"
     assert served.requests == []
+
+
+async def test_a_message_at_temperature_0_is_served_from_the_cache_the_second_time(claude, served):
+    # (This SDK takes no temperature argument any more; the API still does.)
+    ask = {
+        "extra_body": {"temperature": 0},
+        "model": "claude",
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+
+    first = await claude.messages.with_raw_response.create(**ask)
+    second = await claude.messages.with_raw_response.create(**ask)
+    async with claude.messages.stream(**ask) as stream:  # a stream is not replayed from the cache
+        await stream.get_final_message()
+
+    assert (first.headers["x-gateway-cache"], second.headers["x-gateway-cache"]) == ("miss", "l1")
+    assert (await second.parse()).content[0].text == (await first.parse()).content[0].text
+    assert len(served.requests) == 2

@@ -382,3 +382,15 @@ async def test_an_openai_compatible_server_that_speaks_responses_gets_them_passe
     assert upstream.last_request.json["model"] == "qwen3-8b"
     assert response.output_text == "Hello from upstream: hi"
     assert (await ProviderKey.objects.aget(pk=key.pk)).speaks_responses
+
+
+async def test_only_an_unstored_response_at_temperature_0_is_served_from_the_cache(sdk, bridged):
+    unstored = {"model": "bridged", "input": "hi", "temperature": 0, "store": False}
+
+    first = await sdk.responses.with_raw_response.create(**unstored)
+    second = await sdk.responses.with_raw_response.create(**unstored)
+    stored = await sdk.responses.with_raw_response.create(**{**unstored, "store": True})
+
+    assert (first.headers["x-gateway-cache"], second.headers["x-gateway-cache"]) == ("miss", "l1")
+    assert stored.headers["x-gateway-cache"] == "bypass"  # a stored Response is a conversation's turn
+    assert len(bridged.requests) == 2

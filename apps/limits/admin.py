@@ -74,20 +74,24 @@ class LimitsForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
-        organization, team, api_key = (cleaned.get(name) for name in ("organization", "team", "api_key"))
-        if team is not None and api_key is not None:
-            self.add_error("api_key", "Limits apply to a team or an API key, not both.")
-        for name, target in (("team", team), ("api_key", api_key)):
-            if target is not None and organization is not None and target.organization_id != organization.id:
-                self.add_error(name, "This belongs to another organization.")
-        # The service's rules (a fixed window's ends, thresholds each once, ...), shown on the form's
-        # fields before the save asks the service again.
+        # The service's rules (a team or a key of the organization, a fixed window's ends, thresholds
+        # each once, something set when adding), shown on the form's fields before the save asks the
+        # service again.
         with service_errors_on(self, aliases=FORM_FIELDS):
-            services.limits_check(budget=self.budget(), rate_limits=self.rate_limits())
-        if cleaned.get("budget_usd") is None and cleaned.get("rpm") is None and cleaned.get("tpm") is None:
-            if self.instance._state.adding:
-                raise forms.ValidationError("Set a budget or a rate limit (delete limits to remove them).")
+            services.limits_check(
+                **self.target(),
+                budget=self.budget(),
+                rate_limits=self.rate_limits(),
+                adding=self.instance._state.adding,
+            )
         return cleaned
+
+    def target(self) -> dict:
+        """The organization, team and key the limits are of: the form's when adding, fixed after."""
+        if not self.instance._state.adding:
+            instance = self.instance
+            return {"organization": instance.organization, "team": instance.team, "api_key": instance.api_key}
+        return {name: self.cleaned_data.get(name) for name in ("organization", "team", "api_key")}
 
     def validate_unique(self) -> None:
         # One row per target: adding limits to a target that has some changes them (limits_set
@@ -137,23 +141,12 @@ class LimitsAdmin(ServiceAdmin):
         }
 
     def service_create(self, request, form: LimitsForm) -> Limits:
-        data = form.cleaned_data
         return services.limits_set(
-            organization=data["organization"],
-            team=data.get("team"),
-            api_key=data.get("api_key"),
-            budget=form.budget(),
-            rate_limits=form.rate_limits(),
+            **form.target(), budget=form.budget(), rate_limits=form.rate_limits(), adding=True
         )
 
     def service_update(self, request, obj: Limits, form: LimitsForm, changes: dict) -> None:
-        services.limits_set(
-            organization=obj.organization,
-            team=obj.team,
-            api_key=obj.api_key,
-            budget=form.budget(),
-            rate_limits=form.rate_limits(),
-        )
+        services.limits_set(**form.target(), budget=form.budget(), rate_limits=form.rate_limits())
 
     def service_delete(self, request, obj: Limits) -> None:
         services.limits_set(

@@ -8,7 +8,7 @@ from typing import Any
 from django.db import transaction
 
 from apps.core.api.serializers import validated
-from apps.core.errors import invalid_field
+from apps.core.errors import InvalidRequest, invalid_field, invalid_fields
 from apps.core.generations import bump_generation
 
 from .inputs import LimitsInputSerializer
@@ -17,12 +17,17 @@ from .models import DEFAULT_THRESHOLDS, BudgetPeriod, Limits
 UNSET: Any = object()
 
 
-def limits_check(*, budget=UNSET, rate_limits=UNSET) -> dict[str, Any]:
+def limits_check(
+    *, organization=None, team=None, api_key=None, budget=UNSET, rate_limits=UNSET, adding: bool = False
+) -> dict[str, Any]:
     """``budget`` and ``rate_limits`` (the API's body parts, inputs.py ``LimitsInputSerializer``;
     ``None`` removes one, ``UNSET`` leaves it out) as ``limits_set`` stores them: parsed, then what a
     schema cannot say (a fixed window's ends, in order; thresholds each once), the thresholds sorted
-    (``[50, 80, 100]`` when none are given) and a missing rate ``None``. Raises ``InvalidRequest``
-    naming the field (``budget.thresholds``)."""
+    (``[50, 80, 100]`` when none are given) and a missing rate ``None``. The target is a team or a key
+    of ``organization`` (not both; none: the organization's own); ``adding`` (the admin's add form)
+    must set a budget or a rate limit. Raises ``InvalidRequest`` naming the field (``budget.thresholds``,
+    ``team``)."""
+    _check_target(organization, team=team, api_key=api_key)
     given = {"budget": budget, "rate_limits": rate_limits}
     values = dict(
         validated(
@@ -35,7 +40,21 @@ def limits_check(*, budget=UNSET, rate_limits=UNSET) -> dict[str, Any]:
         values["budget"] = _budget(values["budget"])
     if values.get("rate_limits") is not None:
         values["rate_limits"] = {name: values["rate_limits"].get(name) for name in ("rpm", "tpm")}
+    rates = values.get("rate_limits") or {}
+    if adding and values.get("budget") is None and all(rate is None for rate in rates.values()):
+        raise InvalidRequest("Set a budget or a rate limit (delete limits to remove them).")
     return values
+
+
+def _check_target(organization, *, team, api_key) -> None:
+    errors: dict[str, list[str]] = {}
+    if team is not None and api_key is not None:
+        errors["api_key"] = ["Limits apply to a team or an API key, not both."]
+    for name, target in (("team", team), ("api_key", api_key)):
+        if target is not None and organization is not None and target.organization_id != organization.id:
+            errors.setdefault(name, []).append("This belongs to another organization.")
+    if errors:
+        raise invalid_fields(errors)
 
 
 def _budget(budget: Mapping) -> dict:
@@ -61,13 +80,23 @@ def _budget(budget: Mapping) -> dict:
     }
 
 
-def limits_set(*, organization, team=None, api_key=None, budget=UNSET, rate_limits=UNSET) -> Limits | None:
+def limits_set(
+    *, organization, team=None, api_key=None, budget=UNSET, rate_limits=UNSET, adding: bool = False
+) -> Limits | None:
     """Sets the budget and/or the rate limits of the organization, or of one of its teams or keys
     (``None`` removes one; ``UNSET`` leaves it as it is), as the API's body has them, or as an input
-    that embeds them parsed them (``limits_check``). Returns the row (None when nothing is left)."""
-    if budget is UNSET and rate_limits is UNSET:
+    that embeds them parsed them (``limits_check``, which also says what ``adding`` asks). Returns the
+    row (None when nothing is left; never when ``adding``)."""
+    if budget is UNSET and rate_limits is UNSET and not adding:
         return Limits.objects.filter(organization=organization, team=team, api_key=api_key).first()
-    values = limits_check(budget=budget, rate_limits=rate_limits)
+    values = limits_check(
+        organization=organization,
+        team=team,
+        api_key=api_key,
+        budget=budget,
+        rate_limits=rate_limits,
+        adding=adding,
+    )
     budget, rate_limits = values.get("budget", UNSET), values.get("rate_limits", UNSET)
     with transaction.atomic():
         limits = (

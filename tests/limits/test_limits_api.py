@@ -487,6 +487,59 @@ def test_the_admin_console_refuses_limits_of_another_organizations_team(
     assert not Limits.objects.exists()
 
 
+def test_the_admin_console_refuses_limits_of_another_organizations_key(admin_browser, organization, outsider):
+    theirs, _ = create_api_key(outsider.organization)
+    form = {"organization": organization.id, "api_key": theirs.id, "rpm": "10"}
+
+    response = admin_browser.post("/admin/limits/limits/add/", form)
+
+    assert response.status_code == 200
+    assert "This belongs to another organization." in response.content.decode()
+    assert not Limits.objects.exists()
+
+
+def test_the_admin_console_refuses_limits_of_a_team_and_a_key_at_once(
+    admin_browser, organization, team, api_key
+):
+    key, _ = api_key
+    form = {"organization": organization.id, "team": team.id, "api_key": key.id, "rpm": "10"}
+
+    response = admin_browser.post("/admin/limits/limits/add/", form)
+
+    assert response.status_code == 200
+    assert "Limits apply to a team or an API key, not both." in response.content.decode()
+    assert not Limits.objects.exists()
+
+
+def test_the_admin_console_refuses_to_add_limits_that_set_nothing(admin_browser, organization, team):
+    form = {"organization": organization.id, "team": team.id, "budget_thresholds": "50"}
+
+    response = admin_browser.post("/admin/limits/limits/add/", form)
+
+    assert response.status_code == 200
+    assert "Set a budget or a rate limit (delete limits to remove them)." in response.content.decode()
+    assert not Limits.objects.exists()
+
+
+def test_the_service_refuses_what_the_admin_form_refuses(organization, outsider, team, api_key):
+    # The rules live in limits_set, so a caller that skips the form's check meets them on the save.
+    key, _ = api_key
+    theirs = TeamFactory(organization=outsider.organization)
+    rates = {"rpm": 10, "tpm": None}
+
+    with pytest.raises(InvalidRequest) as both:
+        limits_set(organization=organization, team=team, api_key=key, rate_limits=rates)
+    with pytest.raises(InvalidRequest) as foreign:
+        limits_set(organization=organization, team=theirs, rate_limits=rates)
+    with pytest.raises(InvalidRequest) as nothing:
+        limits_set(organization=organization, team=team, budget=None, rate_limits=None, adding=True)
+
+    assert both.value.fields == {"api_key": ["Limits apply to a team or an API key, not both."]}
+    assert foreign.value.fields == {"team": ["This belongs to another organization."]}
+    assert nothing.value.message == "Set a budget or a rate limit (delete limits to remove them)."
+    assert not Limits.objects.exists()
+
+
 def test_the_admin_console_shows_the_organizations_and_keys_limits(admin_browser, organization, api_key):
     key, _ = api_key
     limits_set(organization=organization, rate_limits={"rpm": 5})

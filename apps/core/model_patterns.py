@@ -23,6 +23,13 @@ MAX_PATTERN_LENGTH = 200
 _PATTERN_TEXT = re.compile(r"[!-~]+")
 
 
+def model_pattern_schema(space: str) -> str:
+    """``checked_model_patterns``'s rule of one entry as the API's schema states it (its field trims
+    the ``space`` around first): printable ASCII without spaces, and a provider/model with both
+    parts (no '/' first, something after the first '/'). Its length is the schema's maxLength."""
+    return rf"^[{space}]*[!-.0-~]+(?:/[!-~]+)?[{space}]*$"
+
+
 def checked_model_patterns(patterns, *, field: str = "allowed_models") -> list[str]:
     """The list as it is kept (duplicates dropped, order kept), or InvalidRequest naming ``field``.
     None reads as the empty list: no restriction."""

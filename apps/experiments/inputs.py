@@ -18,7 +18,14 @@ VARIANTS_MIN, VARIANTS_MAX = 2, 20
 WEIGHT_MAX = 1_000_000
 REFERENCE_LENGTH = 200
 
-_NAME = {"type": "string", "minLength": 1, "maxLength": REFERENCE_LENGTH, "pattern": r"^[^\u0000]*$"}
+# Printable (str.isprintable): the schema states the control characters; the other characters Python's
+# Unicode tables call unprintable (format, separators, unassigned) are left to the 400.
+_NAME = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": REFERENCE_LENGTH,
+    "pattern": r"^[^\u0000-\u001f\u007f-\u009f]*$",
+}
 TARGET_SCHEMA = {
     "oneOf": [
         {

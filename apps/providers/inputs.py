@@ -19,12 +19,19 @@ from .addresses import check_upstream_url
 from .models import Provider, missing_settings
 
 REGION_MESSAGE = "A region label: lower-case letters, digits and '-' (us, eu, us-east)."
+# check_upstream_url's rules of form, for the schema: http(s) (any case, as urlsplit reads it), a host
+# (a name or a bracketed IPv6 address) without credentials, a port of at most 65535, no query or
+# fragment. Whether the host resolves to an address allowed is the one rule left to the 400.
+_PORT = r"(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})"
+_HOST = r"(?:[^\s/?#@\[\]:]+|\[[0-9A-Fa-f:.]+\])"
+UPSTREAM_URL_PATTERN = rf"^[Hh][Tt][Tt][Pp][Ss]?://{_HOST}(?::{_PORT}?)?(?:/[^?#]*)?$"
 
 
 @extend_schema_field(
     {
         "type": "string",
         "format": "upstream-url",
+        "pattern": UPSTREAM_URL_PATTERN,
         "minLength": 1,  # the empty string is its own case
         "maxLength": 500,
         "description": "Empty for the provider's default address, or an http(s) URL with a host and no "

@@ -1,6 +1,7 @@
 """The management API describes itself: an OpenAPI document and interactive docs beside it."""
 
 import json
+import re
 
 import pytest
 import yaml
@@ -55,3 +56,65 @@ def test_the_schema_is_the_same_for_every_organization(session_client, api_clien
     assert mine.status_code == theirs.status_code == 200
     assert json.loads(mine.content) == json.loads(theirs.content)
     assert str(outsider.organization_id) not in mine.content.decode()
+
+
+def _request_schemas(api_client) -> dict:
+    return yaml.safe_load(api_client.get("/api/v1/schema").content)["components"]["schemas"]
+
+
+def test_a_body_that_refuses_unknown_fields_says_so(api_client):
+    schemas = _request_schemas(api_client)
+
+    # ClosedSerializer's bodies: an unknown field is a 400 ("Unknown field."), so not allowed here.
+    for name in (
+        "ExperimentInputRequest",
+        "VariantInputRequest",
+        "PolicyObjectRequest",
+        "PolicyScopeRequest",
+    ):
+        assert schemas[name]["additionalProperties"] is False, name
+    # An open body (a team's, as the API's has always been) says nothing of the kind.
+    assert "additionalProperties" not in schemas["TeamRequest"]
+
+
+MODEL_PATTERNS = [
+    "gpt-4o",
+    "openai/gpt-4o*",
+    " fast ",
+    "a//b",
+    "a/b/",
+    "/gpt",
+    "openai/",
+    "",
+    " ",
+    "a b",
+    "gpté",
+]
+
+
+@pytest.mark.parametrize("pattern", MODEL_PATTERNS)
+def test_the_schema_states_which_model_patterns_the_api_takes(session_client, api_client, pattern):
+    items = _request_schemas(api_client)["TeamRequest"]["properties"]["allowed_models"]["items"]
+
+    response = session_client.post(
+        "/api/v1/teams", {"name": "Team", "allowed_models": [pattern]}, format="json"
+    )
+
+    assert response.status_code in (201, 400), response.content
+    assert (re.search(items["pattern"], pattern) is not None) == (response.status_code == 201)
+
+
+def test_the_schema_states_that_only_an_experiment_on_a_template_sets_a_version(api_client):
+    import jsonschema
+
+    schemas = _request_schemas(api_client)
+    # The body's schema as a document of its own, its references to the components resolved in it.
+    validator = jsonschema.Draft4Validator(
+        {**schemas["ExperimentInputRequest"], "components": {"schemas": schemas}}
+    )
+    versioned = [{"name": "a", "weight": 1, "prompt_version": 2}, {"name": "b", "weight": 1}]
+    unversioned = [{"name": "a", "weight": 1}, {"name": "b", "weight": 1}]
+
+    assert validator.is_valid({"name": "E", "target": {"prompt": "greeting"}, "variants": versioned})
+    assert not validator.is_valid({"name": "E", "target": {"model": "fast"}, "variants": versioned})
+    assert validator.is_valid({"name": "E", "target": {"model": "fast"}, "variants": unversioned})

@@ -51,8 +51,9 @@ CHECKS = (
 # schemathesis documents as the way to allow such a rejection for one operation (`st explain
 # ST202`). An operation leaves this list when its last such rule goes.
 REFERENCES_OR_RANGE_RULES = (
-    # base_url's host must resolve to an allowed address (the upstream-url format draws address
-    # literals, but the coverage phase sends other strings).
+    # base_url's host must resolve to an allowed address (its form, http(s) with a host and no
+    # credentials, query or fragment, is the schema's pattern; the upstream-url format draws address
+    # literals, but the coverage phase sends other hosts).
     "POST /api/v1/provider-keys",
     # team_id names a team of the organization; expires_at is in the future; a fixed budget's
     # ends_at comes after its starts_at.
@@ -61,6 +62,8 @@ REFERENCES_OR_RANGE_RULES = (
     # A budget's ends_at after its starts_at.
     "POST /api/v1/teams",
     "PATCH /api/v1/teams/{id}",
+    # Also: the cache's embeddings model names an alias of the catalog, and the semantic cache needs
+    # one, judged with the stored settings.
     "PATCH /api/v1/organizations/current",
     # The fallbacks name other aliases of the organization.
     "POST /api/v1/models",
@@ -90,7 +93,8 @@ REFERENCES_OR_RANGE_RULES = (
     "PUT /api/v1/prompt-templates/{template_id}/labels/{name}",
     "POST /api/v1/prompt-templates/{id}/render",
     # An experiment's variants name aliases and versions that exist, with distinct names and weights
-    # summing above 0.
+    # summing above 0; its target names an alias or template in characters Python calls printable
+    # (the schema states the control characters, not Unicode's other unprintable ones).
     "POST /api/v1/experiments",
     # The first feedback on a request needs a score or a label; a later one may change only the
     # comment, so whether a body without both is taken depends on what is stored.

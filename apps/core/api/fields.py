@@ -4,7 +4,15 @@ from datetime import UTC
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from apps.core.model_patterns import MAX_PATTERN_LENGTH, MAX_PATTERNS, model_pattern_schema
+
 REGION_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
+# What DRF's trim_whitespace strips is Python's whitespace (str.strip), which differs from a JSON
+# Schema regex's \s (Python's has \x1c-\x1f and \x85, not \ufeff): named one by one, so "blank"
+# means the same on both sides.
+PYTHON_SPACE = (
+    r"\t\n\u000b\u000c\r\u001c-\u001f \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+)
 
 
 class DataRegionsField(serializers.ListField):
@@ -77,9 +85,10 @@ class StrictSlugField(serializers.SlugField):
 PRICE_PATTERN = re.compile(r"^[0-9]{1,8}(\.[0-9]{1,6})?$")
 
 
-@extend_schema_field(
-    {"type": "string", "format": "decimal", "pattern": PRICE_PATTERN.pattern, "example": "0.15"}
-)
+PRICE_SCHEMA = {"type": "string", "format": "decimal", "pattern": PRICE_PATTERN.pattern, "example": "0.15"}
+
+
+@extend_schema_field(PRICE_SCHEMA)
 class PriceField(serializers.DecimalField):
     """US dollars per million tokens, as a decimal string ("2.50"): never a float."""
 
@@ -111,8 +120,13 @@ class InstantField(serializers.DateTimeField):
     {
         "type": "array",
         "nullable": True,
-        "items": {"type": "string", "maxLength": 200, "example": "openai/gpt-4o*"},
-        "maxItems": 100,
+        "items": {
+            "type": "string",
+            "maxLength": MAX_PATTERN_LENGTH,
+            "pattern": model_pattern_schema(PYTHON_SPACE),
+            "example": "openai/gpt-4o*",
+        },
+        "maxItems": MAX_PATTERNS,
         "description": "Model aliases and provider/model names the caller may call; shell-style patterns "
         "(*, ?, [...]) allowed. Empty or null: no restriction. Narrows the lists above it, never "
         "widens them.",
@@ -123,7 +137,7 @@ class ModelPatternsField(serializers.ListField):
     once, in the object's service (``checked_model_patterns``)."""
 
     def __init__(self, **kwargs):
-        kwargs.setdefault("child", StrictCharField(max_length=200, allow_blank=False))
+        kwargs.setdefault("child", StrictCharField(max_length=MAX_PATTERN_LENGTH, allow_blank=False))
         kwargs.setdefault("required", False)
         kwargs.setdefault("allow_null", True)
         super().__init__(**kwargs)

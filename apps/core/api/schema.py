@@ -10,7 +10,8 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, inline_serializer
 from rest_framework import serializers
 
-from apps.core.api.fields import StrictCharField
+from apps.core.api.fields import PYTHON_SPACE, StrictCharField
+from apps.core.api.serializers import ClosedSerializer
 
 ERROR_DESCRIPTIONS = {
     400: "Invalid input: `validation_error` (with `fields`), `parse_error` or an operation's own code.",
@@ -48,12 +49,6 @@ ErrorSerializer = inline_serializer(
 
 _WRITE_METHODS = {"POST", "PUT", "PATCH"}
 _NO_NUL = r"^[^\u0000]*$"
-# What DRF's trim_whitespace strips is Python's whitespace (str.strip), which differs from a JSON
-# Schema regex's \s (Python's has \x1c-\x1f and \x85, not \ufeff): named one by one, so "blank"
-# means the same on both sides.
-PYTHON_SPACE = (
-    r"\t\n\u000b\u000c\r\u001c-\u001f \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
-)
 _NOT_BLANK = rf"^[^\u0000]*[^{PYTHON_SPACE}\u0000][^\u0000]*$"
 _PLAIN_TEXT_FIELDS = (serializers.CharField, StrictCharField)
 
@@ -88,6 +83,13 @@ class ManagementAutoSchema(AutoSchema):
             schema["pattern"] = field.trimmed_pattern()
             schema.pop("maxLength", None)
             schema.pop("minLength", None)
+
+    def _map_basic_serializer(self, serializer, direction):
+        schema = super()._map_basic_serializer(serializer, direction)
+        # A closed serializer refuses a field it does not know ("Unknown field."): its body says so.
+        if direction == "request" and isinstance(serializer, ClosedSerializer):
+            schema["additionalProperties"] = False
+        return schema
 
     def _map_serializer_field(self, field, direction, bypass_extensions=False):
         schema = super()._map_serializer_field(field, direction, bypass_extensions)

@@ -1,13 +1,14 @@
 """What /api/v1/experiments answers, and the shapes of /api/v1/feedback. What an experiment's write
 takes is the domain's (apps/experiments/inputs.py): the services parse the body with it."""
 
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.core.api.fields import StrictCharField, StrictRegexField, StrictUUIDField
 from apps.core.api.serializers import ClosedSerializer
 from apps.experiments import services
-from apps.experiments.inputs import TARGET_SCHEMA, VARIANT_NAME
+from apps.experiments.inputs import TARGET_SCHEMA, VARIANT_NAME, ExperimentInputSerializer
 from apps.experiments.models import Experiment, Feedback, PendingFeedback, Variant
 
 
@@ -52,6 +53,25 @@ class ExperimentSerializer(serializers.ModelSerializer):
 
     def get_winner(self, experiment) -> str | None:
         return experiment.winner.name if experiment.winner_id else None
+
+
+class ExperimentInputSchema(OpenApiSerializerExtension):
+    """States the one rule of the services' ``_variants`` between fields that a body shows: a
+    variant sets a prompt version only in an experiment on a prompt template (a PATCH without a
+    target is judged with the stored one). Left to the 400: models and versions that exist, distinct
+    names, weights that sum to more than 0."""
+
+    target_class = ExperimentInputSerializer
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        if direction == "request":
+            no_version = {"properties": {"prompt_version": {"enum": [None], "nullable": True}}}
+            schema["anyOf"] = [
+                {"properties": {"target": {"required": ["prompt"]}}},
+                {"properties": {"variants": {"items": no_version}}},
+            ]
+        return schema
 
 
 class PromoteSerializer(ClosedSerializer):

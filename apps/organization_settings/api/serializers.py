@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from apps.catalog.inputs import DefaultPriceInputSerializer
 from apps.catalog.selectors import default_price_of
+from apps.core.api.fields import PRICE_SCHEMA
 from apps.limits.api.serializers import BudgetField, RateLimitsField
 from apps.organizations.inputs import OrganizationSettingsInputSerializer, name_field
 from apps.organizations.models import Organization
@@ -24,8 +25,8 @@ FOREIGN = ("default_price", "budget", "rate_limits")
         "shipped one. null: none, and a request for an unpriced model is refused (400 model_not_priced) "
         "wherever a budget applies.",
         "properties": {
-            "input_per_mtok": {"type": "string", "format": "decimal", "example": "5.00"},
-            "output_per_mtok": {"type": "string", "format": "decimal", "example": "15.00"},
+            "input_per_mtok": {**PRICE_SCHEMA, "example": "5.00"},
+            "output_per_mtok": {**PRICE_SCHEMA, "example": "15.00"},
         },
         "required": ["input_per_mtok", "output_per_mtok"],
         "additionalProperties": False,

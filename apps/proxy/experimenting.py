@@ -38,4 +38,15 @@ def assigned_body(
     variant = choose_variant(experiment, unit_of(body, request.headers, caller.key.id))
     record = request.record
     record.experiment_id, record.experiment_variant = str(experiment.id), variant.name
-    return apply_variant(body, experiment, variant)
+    served = apply_variant(body, experiment, variant)
+    limit = OUTPUT_LIMIT.get(endpoint.name)
+    if limit is not None:
+        # A variant's output limit is written in chat completions' names: each API has its own.
+        for name in ("max_tokens", "max_completion_tokens"):
+            if name != limit and name in served and name not in body:
+                served[limit] = served.pop(name)
+    return served
+
+
+# The field that bounds the output, for the APIs whose name is not chat completions' max_tokens.
+OUTPUT_LIMIT = {"responses": "max_output_tokens", "messages": "max_tokens"}

@@ -141,3 +141,47 @@ async def test_one_unit_gets_one_variant_over_a_thousand_requests(sdk, split):
         variants[raw.headers["x-gateway-variant"]] += 1
 
     assert len(variants) == 1 and sum(variants.values()) == 1000
+
+
+async def test_an_experiment_applies_to_the_responses_and_messages_apis_in_their_own_names(
+    proxy, organization, upstream, gateway_key
+):
+    from tests.proxy.conftest import bearer
+
+    await add_provider_key_async(organization, upstream, secret="sk-upstream-one")
+    await add_provider_key_async(organization, upstream, provider="anthropic", secret="sk-ant-upstream")
+    await add_alias_async(organization, "fast", ("openai", "gpt-4o-mini"))
+    await add_alias_async(organization, "claude", ("anthropic", "claude-sonnet-4-5"))
+
+    def start(target: str):
+        experiment = experiments.experiment_create(
+            organization=organization,
+            data={
+                "name": f"short answers of {target}",
+                "target": {"model": target},
+                # Two variants of the same parameters (an experiment has two at least).
+                "variants": [
+                    {"name": "also short", "weight": 1, "parameters": {"max_tokens": 20, "temperature": 0.5}},
+                    {"name": "short", "weight": 1, "parameters": {"max_tokens": 20, "temperature": 0.5}},
+                ],
+            },
+        )
+        return experiments.experiment_start(experiment=experiment)
+
+    await database_sync_to_async(start)("fast")
+    await database_sync_to_async(start)("claude")
+
+    response = await proxy.post(
+        "/v1/responses", json={"model": "fast", "input": "hi"}, headers=bearer(gateway_key[1])
+    )
+    assert response.status_code == 200, response.text
+    sent = upstream.last_request.json
+    assert (sent["max_output_tokens"], sent["temperature"]) == (20, 0.5) and "max_tokens" not in sent
+    message = await proxy.post(
+        "/v1/messages",
+        json={"model": "claude", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]},
+        headers={"x-api-key": gateway_key[1]},
+    )
+    assert message.status_code == 200, message.text
+    assert upstream.last_request.json["max_tokens"] == 20
+    assert response.headers["x-gateway-variant"] in ("short", "also short")

@@ -660,6 +660,11 @@ class ResponsesStreamRedaction:
     def decisions(self) -> tuple[Decision, ...]:
         return self._redactor.decisions_of(self._counts)
 
+    @property
+    def sequence(self) -> int:
+        """The events numbered so far: an event added after them goes on from here."""
+        return self._sequence
+
     def on_chunk(self, chunk: bytes) -> bytes:
         data = self._partial + chunk
         frames = data.split(b"\n\n")

@@ -118,6 +118,8 @@ class ApplyPolicies(Stage):
     async def on_stream_end(self, ctx: ProxyContext, outcome: StreamOutcome) -> None:
         redaction = ctx.state(REDACTION)
         stream = redaction.stream if redaction is not None else None
+        if isinstance(stream, ResponsesStreamRedaction):
+            outcome.sequence = stream.sequence  # it numbered the events again: an error goes on from it
         if stream is not None and stream.decisions:
             _record_answer_decisions(ctx, list(stream.decisions))
 

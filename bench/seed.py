@@ -7,7 +7,11 @@ Run with DJANGO_SETTINGS_MODULE=gateway_project.settings, after ``manage.py migr
 
 ``create`` makes an organization, an API key, an "openai" provider key pointing at the stand-in
 upstream and the ``bench-model`` alias, through the same services the management API uses, and
-prints the organization's id and the API key's secret as one JSON line. A second key carries a
+prints the organization's id and the API key's secret as one JSON line. An "anthropic" provider key
+points at the same stand-in (its base URL without /v1) and serves the ``bench-claude`` alias: the
+Responses and Messages cases reach each API natively through one alias and bridged through the
+other (``bench-model`` answers Responses natively and Messages over chat completions; ``bench-claude``
+answers Messages natively and Responses over Anthropic's Messages API). A second key carries a
 budget and rate limits (too large to refuse anything, so every request is checked and charged):
 the case that measures what admission adds. A third carries ten policies (scoped to it): the case
 that measures what the policies add. A prompt template renders to the benchmark's request: the
@@ -23,9 +27,11 @@ from decimal import Decimal
 import django
 
 ALIAS = "bench-model"
+ANTHROPIC_ALIAS = "bench-claude"
 # Renders to the benchmark's own request: the templated case differs from the plain one by the rendering.
 TEMPLATE = "bench-hello"
 UPSTREAM_MODEL = "gpt-4o-mini"
+ANTHROPIC_UPSTREAM_MODEL = "claude-haiku-4-5"  # in the shipped price list, as gpt-4o-mini is
 
 
 def create(upstream: str) -> dict[str, str]:
@@ -48,6 +54,22 @@ def create(upstream: str) -> dict[str, str]:
     model_alias_create(
         organization=organization,
         data={"alias": ALIAS, "deployments": [{"provider": "openai", "upstream_model": UPSTREAM_MODEL}]},
+    )
+    provider_key_create(
+        organization=organization,
+        data={
+            "provider": "anthropic",
+            "key": "sk-ant-bench-upstream",
+            "base_url": upstream.removesuffix("/v1"),
+            "data_region": "us",
+        },
+    )
+    model_alias_create(
+        organization=organization,
+        data={
+            "alias": ANTHROPIC_ALIAS,
+            "deployments": [{"provider": "anthropic", "upstream_model": ANTHROPIC_UPSTREAM_MODEL}],
+        },
     )
     limited, limited_secret = api_key_create(organization=organization, data={"name": "bench with limits"})
     limits_set(
@@ -75,6 +97,7 @@ def create(upstream: str) -> dict[str, str]:
         "limited_api_key": limited_secret,
         "policed_api_key": policed_secret,
         "model": ALIAS,
+        "anthropic_model": ANTHROPIC_ALIAS,
         "template": TEMPLATE,
     }
 

@@ -2,6 +2,10 @@
 
 It answers every POST /v1/chat/completions at once with the same small chat.completion (usage
 included), or with the same answer as server-sent events when the body asks for ``stream: true``.
+POST /v1/responses answers the same text as a Response (OpenAI's Responses API) and POST
+/v1/messages as a Message (Anthropic's Messages API), both whole only: the bench streams chat
+completions alone. One server stands in for both providers: an ``openai`` key's base URL is
+``http://host:port/v1``, an ``anthropic`` key's ``http://host:port`` (its adapter adds ``/v1/messages``).
 The bodies are encoded once at start-up so the stand-in costs as little CPU as possible: it shares
 the machine with the gateway and wrk, and must never be what the benchmark measures.
 
@@ -39,6 +43,59 @@ COMPLETION = json.dumps(
     separators=(",", ":"),
 ).encode()
 
+
+# A Response as OpenAI sends one for a short answer (the fields the SDK reads; usage included).
+RESPONSE = json.dumps(
+    {
+        "id": "resp_bench",
+        "object": "response",
+        "created_at": CREATED,
+        "status": "completed",
+        "error": None,
+        "incomplete_details": None,
+        "model": MODEL,
+        "output": [
+            {
+                "id": "msg_bench",
+                "type": "message",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "".join(WORDS), "annotations": []}],
+            }
+        ],
+        "parallel_tool_calls": True,
+        "store": False,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": 12,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 9,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 21,
+        },
+    },
+    separators=(",", ":"),
+).encode()
+
+# An Anthropic Message of the same text.
+MESSAGE = json.dumps(
+    {
+        "id": "msg_bench",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-haiku-4-5",
+        "content": [{"type": "text", "text": "".join(WORDS)}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 12, "output_tokens": 9},
+    },
+    separators=(",", ":"),
+).encode()
+
+NOT_STREAMED = json.dumps(
+    {"error": {"message": "The bench's stand-in streams chat completions only."}}
+).encode()
 
 EMBEDDINGS = json.dumps(
     {
@@ -95,6 +152,18 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     return response
 
 
+async def responses(request: web.Request) -> web.Response:
+    if _wants_stream(await request.read()):
+        return web.Response(status=400, body=NOT_STREAMED, content_type="application/json")
+    return web.Response(body=RESPONSE, content_type="application/json")
+
+
+async def messages(request: web.Request) -> web.Response:
+    if _wants_stream(await request.read()):
+        return web.Response(status=400, body=NOT_STREAMED, content_type="application/json")
+    return web.Response(body=MESSAGE, content_type="application/json")
+
+
 async def embeddings(request: web.Request) -> web.Response:
     await request.read()
     return web.Response(body=EMBEDDINGS, content_type="application/json")
@@ -113,6 +182,8 @@ def main() -> None:
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/embeddings", embeddings)
+    app.router.add_post("/v1/responses", responses)  # an openai key's base URL ends in /v1
+    app.router.add_post("/v1/messages", messages)  # an anthropic key's does not: its adapter adds /v1
     app.router.add_get("/healthz", healthz)
     # No access log: formatting a line per request would cost more than the answer itself.
     web.run_app(app, host=args.host, port=args.port, access_log=None, print=None, handle_signals=True)

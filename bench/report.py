@@ -36,6 +36,28 @@ class Machine:
 
 
 @dataclass
+class ApiCase:
+    """One API through the gateway, and the upstream endpoint the gateway calls for it, called directly."""
+
+    name: str
+    upstream_path: str
+    direct: Samples
+    gateway: Samples
+
+    def added(self, p: float) -> float:
+        return self.gateway.percentile(p) - self.direct.percentile(p)
+
+
+@dataclass
+class ApiCases:
+    """The Responses and Messages cases, taking turns in blocks with the chat case."""
+
+    chat: ApiCase
+    cases: list[ApiCase]
+    others_cores: float  # CPUs other work on the machine used meanwhile
+
+
+@dataclass
 class Results:
     machine: Machine
     requests: int
@@ -73,6 +95,8 @@ class Results:
     l2_hits: Samples | None = None
     # bench/semantic.py's figures: the L3 look-up in process.
     semantic: dict | None = None
+    # The Responses and Messages APIs, native and bridged, beside the chat case.
+    apis: ApiCases | None = None
 
 
 def _ms(value: float) -> str:
@@ -285,6 +309,57 @@ def policies_and_cache_note(r: Results) -> str:
 
 
 NOISY_CPUS = 0.2  # other processes' CPU during the measured run above which the numbers drift
+API_AGAINST_CHAT_P50_TARGET_MS = 0.2
+
+
+def apis_section(a: ApiCases) -> str:
+    """The Responses and Messages cases: what the gateway adds to each, beside what it adds to chat."""
+    chat_p50 = a.chat.added(50)
+    rows = [
+        (
+            "case",
+            "upstream endpoint called",
+            "upstream direct p50",
+            "through gateway p50",
+            "gateway adds p50",
+            "gateway adds p99",
+            "against chat, p50",
+            f"within {API_AGAINST_CHAT_P50_TARGET_MS} ms",
+        ),
+        ("---", "---", "---:", "---:", "---:", "---:", "---:", "---"),
+    ]
+    for case in (a.chat, *a.cases):
+        against = case.added(50) - chat_p50
+        rows.append(
+            (
+                case.name,
+                f"`{case.upstream_path}`",
+                _ms(case.direct.percentile(50)),
+                _ms(case.gateway.percentile(50)),
+                f"+{_ms(case.added(50))}",
+                f"+{_ms(case.added(99))}",
+                "" if case is a.chat else f"{against:+.2f} ms",
+                "" if case is a.chat else _added_limit(against, API_AGAINST_CHAT_P50_TARGET_MS),
+            )
+        )
+    noise = (
+        f" **Other processes used {a.others_cores:.2f} CPUs meanwhile: noisy figures; compare on a quiet "
+        "machine.**"
+        if a.others_cores > NOISY_CPUS
+        else f" Other processes used {a.others_cores:.2f} CPUs meanwhile."
+    )
+    lead = (
+        "What the gateway adds to OpenAI's Responses API and Anthropic's Messages API, each native "
+        "(passed through) and bridged (over chat completions), beside what it adds to the chat case: "
+        f"{len(a.chat.gateway.seconds):,} sequential requests each, the same short prompt, whole answers, "
+        "every case, the chat case and each upstream endpoint called directly taking turns in blocks. "
+        "Each case's added latency is over the upstream endpoint the gateway calls for it (a bridged "
+        "Responses request reaches Anthropic's `/v1/messages`, a bridged Messages request OpenAI's "
+        "`/v1/chat/completions`). The Responses requests send `store: false`: keeping a conversation's "
+        "turns is not measured here, nor are these APIs' streams." + noise
+    )
+    table_text = "\n".join("| " + " | ".join(row) + " |" for row in rows)
+    return f"{lead}\n\n{table_text}"
 
 
 def block(r: Results) -> str:
@@ -309,6 +384,7 @@ def block(r: Results) -> str:
         "",
         policies_and_cache_note(r),
         "",
+        *(["#### The Responses and Messages APIs", "", apis_section(r.apis), ""] if r.apis else []),
         "### Profile of the latest run",
         "",
         r.profile

@@ -3,7 +3,9 @@
 One run starts a stand-in upstream (bench/upstream.py) and one Daphne process serving the gateway
 on a throwaway database, then measures each thing twice, straight to the upstream and through the
 gateway: sequential latency, streaming time to first byte, and throughput at 32 connections with
-wrk (with the Daphne process's CPU per request). It profiles the gateway under load with py-spy,
+wrk (with the Daphne process's CPU per request). OpenAI's Responses API and Anthropic's Messages
+API, each native and bridged, are measured the same way against the upstream endpoint the gateway
+calls for them, alternating with the chat case. It profiles the gateway under load with py-spy,
 prints a table and rewrites the generated block of docs/benchmarks.md.
 
 Settings (environment):
@@ -50,6 +52,7 @@ from .load import (
     machine_busy_seconds,
     run_wrk,
 )
+from .seed import ANTHROPIC_UPSTREAM_MODEL, UPSTREAM_MODEL
 from .sequential import BadResponse, Samples, Target, completions, stream_first_byte
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -416,6 +419,15 @@ def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: 
         f"with a budget and rate limits on the key: p50 {with_limits.percentile(50):.2f} ms against "
         f"{without_limits.percentile(50):.2f} ms without"
     )
+    pids = {"upstream": upstream.pid, "daphne": daphne.pid, "ingest": ingest.pid}
+    apis = api_cases(config, seeded, upstream_port, gateway_port, direct, gateway, brand, pids)
+    if apis.others_cores > report.NOISY_CPUS:
+        say(f"warning: other processes used {apis.others_cores:.2f} CPUs during the API cases; expect noise")
+    for case in apis.cases:
+        say(
+            f"{case.name}: adds p50 {case.added(50):.2f} ms against {apis.chat.added(50):.2f} ms for chat "
+            f"completions ({case.added(50) - apis.chat.added(50):+.2f} ms)"
+        )
     # Ten policies on a 4,000-token prompt: the same long request with a key the policies apply to
     # and one they do not, alternating.
     long_body = chat_body(seeded["model"], stream=False, messages=long_prompt())
@@ -553,16 +565,127 @@ def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: 
         l2_direct=l2_direct,
         l2_hits=l2_hits,
         semantic=semantic,
+        apis=apis,
     )
 
 
 def alternating(first: Target, second: Target, count: int, blocks: int = 10) -> tuple[Samples, Samples]:
     """``count`` sequential requests to each target, in alternating blocks."""
-    results = (Samples(), Samples())
+    first_samples, second_samples = interleaved((first, second), count, blocks)
+    return first_samples, second_samples
+
+
+def interleaved(targets: tuple[Target, ...], count: int, blocks: int = 10) -> list[Samples]:
+    """``count`` sequential requests to each target, the targets taking turns in blocks."""
+    results = [Samples() for _ in targets]
     for _ in range(blocks):
-        for target, samples in zip((first, second), results, strict=True):
+        for target, samples in zip(targets, results, strict=True):
             samples.seconds.extend(completions(target, max(1, count // blocks)).seconds)
     return results
+
+
+ANTHROPIC_HEADERS = {"content-type": "application/json", "anthropic-version": "2023-06-01"}
+
+
+def responses_body(model: str) -> bytes:
+    """The chat case's request as a Response request. ``store: false``: a stored turn (written to the
+    hot tier, then by the ingest) is the conversation's cost, not measured here."""
+    payload = {"model": model, "input": MESSAGES[0]["content"], "max_output_tokens": 16, "store": False}
+    return json.dumps(payload).encode()
+
+
+def messages_body(model: str) -> bytes:
+    """The chat case's request as an Anthropic Messages request."""
+    return json.dumps({"model": model, "max_tokens": 16, "messages": MESSAGES}).encode()
+
+
+def api_cases(
+    config: Config,
+    seeded: dict,
+    upstream_port: int,
+    gateway_port: int,
+    direct: Target,
+    gateway: Target,
+    brand: str,
+    pids: dict[str, int],
+) -> report.ApiCases:
+    """The Responses and Messages APIs, each native and bridged, against the chat case: every case's
+    added latency is the gateway's time less that of the upstream endpoint the gateway calls for it,
+    called directly (a bridged Responses request reaches Anthropic's /v1/messages, a bridged Messages
+    request OpenAI's /v1/chat/completions). All of them, the chat case and the three upstream
+    endpoints take turns in blocks, so each sees the same machine."""
+    openai_model, anthropic_model = seeded["model"], seeded["anthropic_model"]
+    required = f"x-{brand}-request-id"
+    bearer = {"content-type": "application/json", "authorization": f"Bearer {seeded['api_key']}"}
+    x_api_key = {**ANTHROPIC_HEADERS, "x-api-key": seeded["api_key"]}  # as the Anthropic SDK sends it
+    direct_responses = Target(
+        "upstream /v1/responses",
+        upstream_port,
+        responses_body(UPSTREAM_MODEL),
+        {"content-type": "application/json"},
+        path="/v1/responses",
+    )
+    direct_messages = Target(
+        "upstream /v1/messages",
+        upstream_port,
+        messages_body(ANTHROPIC_UPSTREAM_MODEL),
+        {**ANTHROPIC_HEADERS, "x-api-key": "sk-ant-bench-upstream"},
+        path="/v1/messages",
+    )
+
+    def responses(name: str, model: str, upstream: Target) -> tuple[Target, Target]:
+        body, shape = responses_body(model), b'"object":"response"'
+        measured = Target(
+            name, gateway_port, body, bearer, required, path="/v1/responses", required_body=shape
+        )
+        return measured, upstream
+
+    def messages(name: str, model: str, upstream: Target) -> tuple[Target, Target]:
+        body, shape = messages_body(model), b'"type":"message"'
+        measured = Target(
+            name, gateway_port, body, x_api_key, required, path="/v1/messages", required_body=shape
+        )
+        return measured, upstream
+
+    cases = [
+        responses("Responses, native (openai)", openai_model, direct_responses),
+        responses("Responses, bridged (anthropic)", anthropic_model, direct_messages),
+        messages("Messages, native (anthropic)", anthropic_model, direct_messages),
+        messages("Messages, bridged (openai)", openai_model, direct),
+    ]
+    directs = (direct, direct_responses, direct_messages)
+    targets = (*directs, gateway, *(measured for measured, _ in cases))
+    try:
+        for warm in targets:
+            completions(warm, WARM_UP)
+        before = _cpu_snapshot(pids)
+        samples = dict(zip((t.name for t in targets), interleaved(targets, config.requests), strict=True))
+        after = _cpu_snapshot(pids)
+    except BadResponse as error:
+        raise Failed(f"a bad answer during the Responses and Messages runs: {error}") from None
+    return report.ApiCases(
+        chat=report.ApiCase(
+            "Chat completions (openai)", direct.path, samples[direct.name], samples[gateway.name]
+        ),
+        cases=[
+            report.ApiCase(measured.name, upstream.path, samples[upstream.name], samples[measured.name])
+            for measured, upstream in cases
+        ],
+        others_cores=_others_cores(before, after),
+    )
+
+
+def _cpu_snapshot(pids: dict[str, int]) -> tuple[float, float, float]:
+    """Wall time, the machine's busy CPU seconds, and the bench's own: this process (the sequential
+    client) and its servers."""
+    ours = time.process_time() + sum(cpu_seconds(pid) for pid in pids.values())
+    return time.monotonic(), machine_busy_seconds(), ours
+
+
+def _others_cores(before: tuple[float, float, float], after: tuple[float, float, float]) -> float:
+    """The CPUs other work on the machine used between two snapshots (other people's tests, say)."""
+    wall, busy, ours = (a - b for a, b in zip(after, before, strict=True))
+    return max(0.0, busy - ours) / wall if wall > 0 else 0.0
 
 
 def sequential_l2_hits(
@@ -655,6 +778,9 @@ def main() -> int:
     print(report.table(results))
     print()
     print(report.notes(results))
+    if results.apis is not None:
+        print()
+        print(report.apis_section(results.apis))
     if config.write_doc:
         report.write_doc(DOC, report.block(results))
         print(f"\nWrote the results to {DOC.relative_to(ROOT)}")

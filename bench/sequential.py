@@ -25,6 +25,9 @@ class Target:
     required_header: str | None = None  # e.g. x-gateway-request-id on every gateway answer
     # A header every answer must carry with this value, e.g. ("x-gateway-cache", "l1").
     required_value: tuple[str, str] | None = None
+    path: str = "/v1/chat/completions"
+    # Bytes every answer's body must hold, e.g. b'"object":"response"' (a bridge's answer in its API's shape).
+    required_body: bytes | None = None
 
 
 @dataclass
@@ -47,6 +50,10 @@ def _check(target: Target, response: http.client.HTTPResponse, payload: bytes, *
         name, value = target.required_value
         if response.getheader(name) != value:
             raise BadResponse(f"{target.name}: {name} is {response.getheader(name)!r}, not {value!r}")
+    if target.required_body is not None and target.required_body not in payload:
+        raise BadResponse(
+            f"{target.name}: the answer does not hold {target.required_body!r}: {payload[:300]!r}"
+        )
     if stream and not payload.rstrip().endswith(b"data: [DONE]"):
         raise BadResponse(f"{target.name}: the stream did not end with data: [DONE]: {payload[-300:]!r}")
 
@@ -58,7 +65,7 @@ def completions(target: Target, count: int) -> Samples:
     try:
         for _ in range(count):
             began = time.perf_counter()
-            connection.request("POST", "/v1/chat/completions", body=target.body, headers=target.headers)
+            connection.request("POST", target.path, body=target.body, headers=target.headers)
             response = connection.getresponse()
             payload = response.read()
             samples.seconds.append(time.perf_counter() - began)
@@ -76,7 +83,7 @@ def stream_first_byte(target: Target, count: int) -> Samples:
     try:
         for _ in range(count):
             began = time.perf_counter()
-            connection.request("POST", "/v1/chat/completions", body=target.body, headers=target.headers)
+            connection.request("POST", target.path, body=target.body, headers=target.headers)
             response = connection.getresponse()
             first = response.read1(65536)  # returns as soon as the first chunk is in
             samples.seconds.append(time.perf_counter() - began)

@@ -929,7 +929,15 @@ def _media_place(body: dict, path: Path, endpoint: str) -> bool | None:
         return None
     if not isinstance(path[1], int) or not isinstance(path[3], int):
         return None
-    kind = body[items][path[1]]["content"][path[3]].get("type")
+    part = body[items][path[1]]["content"][path[3]]
+    if not isinstance(part, dict):
+        return None
+    kind = part.get("type")
+    if endpoint == MESSAGES:
+        # A Messages block's source is media only as base64: a text document is text.
+        source = part.get("source")
+        if not isinstance(source, dict) or source.get("type") != "base64":
+            return None
     for table in tables:
         place = table.get(path[4:])
         if place is not None and kind == place[0]:

@@ -29,7 +29,7 @@ from . import endpoints, pipeline, settling
 from .auth import require_permission
 from .caller import configured, identified
 from .endpoints import Endpoint
-from .errors import InternalError, error_response_parts
+from .errors import InternalError, anthropic_error_body, error_response_parts
 from .http import (
     ProxyRequest,
     ProxyResponse,
@@ -179,6 +179,8 @@ class ProxyApp:
             settling.settle_soon(request)  # after the answer: the client never waits for it
 
     async def handle(self, request: ProxyRequest, receive: Receive) -> ProxyResponse | ProxyStream:
+        if request.path.startswith("/v1/messages/"):  # an unknown path of the Messages API
+            request.error_body = anthropic_error_body
         methods, request.record.endpoint, request.resource = find_route(request.method, request.path)
         # Errors from here on leave in the endpoint's API's shape (Anthropic's for the Messages API).
         request.error_body = next(iter(methods.values())).endpoint.error_body

@@ -69,6 +69,8 @@ class ServeFromCache(Stage):
         if (
             "no-store" in directives
             or (ctx.stream and endpoint in WHOLE_ONLY)
+            # Anthropic's betas change the answer and are not in the body the key is made of.
+            or "anthropic-beta" in ctx.request.headers
             or not is_cacheable(endpoint, ctx.body, cache_settings)
         ):
             ctx.cache = "bypass"

@@ -2,6 +2,7 @@
 upstreams can serve it. ``pipeline.run`` does everything else, the same way for each; app.py maps
 paths and permissions to them."""
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -346,6 +347,10 @@ class Messages(TranslatedEndpoint):
     def model_name(self, config: "OrganizationConfig", model: str) -> str:
         return anthropic_model_name(config, model)
 
+    def read(self, request: ProxyRequest) -> dict[str, Any]:
+        check_anthropic_headers(request.headers)
+        return super().read(request)
+
     def error_body(self, error: GatewayError) -> bytes:
         return anthropic_error_body(error)
 
@@ -382,8 +387,27 @@ class CountTokens(Endpoint):
     def model_name(self, config: "OrganizationConfig", model: str) -> str:
         return anthropic_model_name(config, model)
 
+    def read(self, request: ProxyRequest) -> dict[str, Any]:
+        check_anthropic_headers(request.headers)
+        return super().read(request)
+
     def error_body(self, error: GatewayError) -> bytes:
         return anthropic_error_body(error)
+
+
+# anthropic-version and anthropic-beta are sent on to Anthropic: printable ASCII, of a sane length.
+_ANTHROPIC_HEADER = re.compile(r"[\x20-\x7e]{1,1000}")
+
+
+def check_anthropic_headers(headers: dict[str, str]) -> None:
+    for name in ("anthropic-version", "anthropic-beta"):
+        value = headers.get(name)
+        if value is not None and not _ANTHROPIC_HEADER.fullmatch(value):
+            raise InvalidRequest(
+                f"The {name} header must be printable ASCII of at most 1,000 characters.",
+                code="invalid_header",
+                param=name,
+            )
 
 
 def anthropic_model_name(config: "OrganizationConfig", model: str) -> str:

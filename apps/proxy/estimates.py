@@ -47,6 +47,8 @@ def estimate(endpoint_name: str, body: dict[str, Any]) -> Estimate:
         return Estimate(input_bytes, 0, True, -(-chars // 4) + media)
     if endpoint_name == "responses":
         return _responses_estimate(body)
+    if endpoint_name == "messages":
+        return _messages_estimate(body)
     input_bytes, chars, media = 0, 0, 0
     for message in body.get("messages") or ():
         size, message_chars, message_media = _input_size(message)
@@ -85,6 +87,22 @@ def _responses_estimate(body: dict[str, Any]) -> Estimate:
         output_bound=output,
         output_is_bounded=requested is not None,
         rate_tokens=-(-chars // 4) + media + (requested or 0),
+    )
+
+
+def _messages_estimate(body: dict[str, Any]) -> Estimate:
+    """A Messages request reads its system prompt, its turns and its tools; one answer, bounded by
+    ``max_tokens`` (validated: a positive integer)."""
+    turns = body.get("messages")
+    input_bytes, chars, media = _input_size([body.get("system"), turns, body.get("tools")])
+    if isinstance(turns, list):
+        input_bytes += MESSAGE_OVERHEAD_TOKENS * len(turns)
+    output = body["max_tokens"]
+    return Estimate(
+        input_bound=input_bytes + media,
+        output_bound=output,
+        output_is_bounded=True,
+        rate_tokens=-(-chars // 4) + media + output,
     )
 
 

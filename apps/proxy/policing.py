@@ -54,7 +54,9 @@ REDACTION: StageState[AnswerRedaction] = StageState("policies")
 
 class ApplyPolicies(Stage):
     slot = "policies"
-    endpoints = frozenset({"chat.completions", "embeddings", "responses", "messages"})
+    endpoints = frozenset(
+        {"chat.completions", "embeddings", "responses", "messages", "messages.count_tokens"}
+    )
 
     async def before(self, ctx: ProxyContext) -> Answer | None:
         engine = ctx.config.policies

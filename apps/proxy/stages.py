@@ -1,6 +1,7 @@
 """The gateway's stages: the one place a feature adds its stage (``register`` at the bottom puts
 each at its slot, ``pipeline.SLOTS``). Loaded once when Django starts (``apps.py``)."""
 
+from dataclasses import replace
 from typing import Any
 
 from apps.catalog.pricing import Usage, cost_usd
@@ -27,6 +28,12 @@ class SettleCost(Stage):
         usage = outcome.usage
         if usage is None:
             usage = estimate_usage(ctx.body, outcome.output_chars)
+        elif not outcome.completed:
+            # Cut before the upstream's last count (Anthropic's comes at the end): what was delivered
+            # is billed at least, from the text sent.
+            delivered = -(-outcome.output_chars // 4)
+            if delivered > usage.output_tokens:
+                usage = replace(usage, output_tokens=delivered, estimated=True)
         settle_cost(ctx, usage)
 
 

@@ -531,7 +531,7 @@ def _field(payload: dict[str, Any], name: str, kind: type) -> Any:
 
 # --- The Messages API, passed through ----------------------------------------------------------
 
-_TEXT_DELTA = re.compile(r'"text":"((?:[^"\\]|\\.)*)"')
+_DELTA_TEXT = re.compile(r'"(?:text|thinking|partial_json)":\s*"((?:[^"\\]|\\.)*)"')
 
 
 class MessagesStreamTranslator(StreamTranslator):
@@ -542,10 +542,27 @@ class MessagesStreamTranslator(StreamTranslator):
     def __init__(self, target: Target) -> None:
         super().__init__(target, client_wants_usage=True)
         self._counts: dict[str, Any] = {}
+        # What comes before the first content block (message_start, pings), held back: an error
+        # right after message_start (Anthropic's overloaded_error comes this way) then finds nothing
+        # sent yet, and the request can still fail over.
+        self._held: list[bytes] | None = []
 
     def feed(self, event: str, data: str) -> list[bytes]:
+        frames = self._frames(event, data)
+        if self._held is None:
+            return frames
+        if self.error is not None:
+            return frames
+        if event in ("content_block_start", "message_delta", "message_stop"):
+            held, self._held = self._held, None
+            return [*held, *frames]
+        self._held.extend(frames)
+        return []
+
+    def _frames(self, event: str, data: str) -> list[bytes]:
         if event == "content_block_delta":
-            if '"text_delta"' in data and (match := _TEXT_DELTA.search(data)):
+            # Generated text of every kind (billed when the stream is cut before its usage).
+            if match := _DELTA_TEXT.search(data):
                 self.output_chars += len(match.group(1))
             return [named_sse(event, data.encode())]
         if event in ("ping", "content_block_start", "content_block_stop"):

@@ -503,7 +503,7 @@ class MessageEvents:
     def close(self, usage: Usage | None) -> list[bytes]:
         frames = [*self._start(), *self._close()]
         counts = message_usage(usage)
-        delta = {"stop_reason": STOP_REASONS.get(self.finish_reason, "end_turn"), "stop_sequence": None}
+        delta = {"stop_reason": STOP_REASONS.get(str(self.finish_reason), "end_turn"), "stop_sequence": None}
         frames.append(_event({"type": "message_delta", "delta": delta, "usage": counts}))
         frames.append(_event({"type": "message_stop"}))
         return frames

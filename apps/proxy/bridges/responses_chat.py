@@ -553,6 +553,9 @@ class ResponseEvents:
             content = delta.get("content")
             if isinstance(content, str) and content:
                 frames += self._text_delta(content)
+            refusal = delta.get("refusal")
+            if isinstance(refusal, str) and refusal:  # the model declined: a message of a refusal part
+                frames += self._text_delta(refusal, part="refusal")
             for call in _of(delta, "tool_calls", list, []):
                 if isinstance(call, dict) and isinstance(call.get("index", 0), int):
                     frames += self._call_delta(call)
@@ -560,15 +563,19 @@ class ResponseEvents:
                 self.finish_reason = choice["finish_reason"]
         return frames
 
-    def _text_delta(self, content: str) -> list[bytes]:
+    def _text_delta(self, content: str, *, part: str = "output_text") -> list[bytes]:
         frames: list[bytes] = []
         item = self._text
+        if item is not None and item["part"] != part:
+            frames += self._close_text(item)
+            item = None
         if item is None:
             item = self._text = {
                 "id": new_id("msg"),
                 "index": len(self._order),
                 "text": "",
                 "kind": "message",
+                "part": part,
             }
             self._order.append(item)
             frames.append(
@@ -584,20 +591,15 @@ class ResponseEvents:
                     item_id=item["id"],
                     output_index=item["index"],
                     content_index=0,
-                    part={"type": "output_text", "text": "", "annotations": [], "logprobs": []},
+                    part=_part_of(part, ""),
                 )
             )
         item["text"] += content
-        frames.append(
-            self._event(
-                "response.output_text.delta",
-                item_id=item["id"],
-                output_index=item["index"],
-                content_index=0,
-                delta=content,
-                logprobs=[],
-            )
-        )
+        ids = {"item_id": item["id"], "output_index": item["index"], "content_index": 0}
+        if part == "refusal":
+            frames.append(self._event("response.refusal.delta", **ids, delta=content))
+        else:
+            frames.append(self._event("response.output_text.delta", **ids, delta=content, logprobs=[]))
         return frames
 
     def _call_delta(self, call: dict[str, Any]) -> list[bytes]:
@@ -639,16 +641,15 @@ class ResponseEvents:
         if item.get("closed"):
             return []
         item["closed"] = True
-        part = {"type": "output_text", "text": item["text"], "annotations": [], "logprobs": []}
-        ids = {"item_id": item["id"], "output_index": item["index"]}
+        ids = {"item_id": item["id"], "output_index": item["index"], "content_index": 0}
+        if item["part"] == "refusal":
+            done = self._event("response.refusal.done", **ids, refusal=item["text"])
+        else:
+            done = self._event("response.output_text.done", **ids, text=item["text"], logprobs=[])
         return [
-            self._event("response.output_text.done", **ids, content_index=0, text=item["text"], logprobs=[]),
-            self._event("response.content_part.done", **ids, content_index=0, part=part),
-            self._event(
-                "response.output_item.done",
-                output_index=item["index"],
-                item=message_item(item["id"], item["text"]),
-            ),
+            done,
+            self._event("response.content_part.done", **ids, part=_part_of(item["part"], item["text"])),
+            self._event("response.output_item.done", output_index=item["index"], item=_message_of(item)),
         ]
 
     def _close_call(self, item: dict[str, Any]) -> list[bytes]:
@@ -672,7 +673,7 @@ class ResponseEvents:
         items = []
         for item in self._order:
             if item["kind"] == "message":
-                items.append(message_item(item["id"], item["text"]))
+                items.append(_message_of(item))
             else:
                 items.append(function_call_item(item["id"], item["call_id"], item["name"], item["arguments"]))
         return items
@@ -700,6 +701,18 @@ class ResponseEvents:
         response["output"] = self.output()
         frames.append(self._event("response.failed", response=response))
         return frames
+
+
+def _part_of(part: str, text: str) -> dict[str, Any]:
+    if part == "refusal":
+        return {"type": "refusal", "refusal": text}
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def _message_of(item: dict[str, Any]) -> dict[str, Any]:
+    if item["part"] == "refusal":
+        return message_item(item["id"], "", refusal=item["text"])
+    return message_item(item["id"], item["text"])
 
 
 class ResponsesOverChat(StreamTranslator):

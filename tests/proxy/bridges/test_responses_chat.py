@@ -447,3 +447,26 @@ def test_a_stream_that_fails_ends_with_an_error_and_response_failed():
     assert [e["type"] for e in events][-2:] == ["error", "response.failed"]
     assert events[-1]["response"]["status"] == "failed"
     assert events[-1]["response"]["output"][0]["content"][0]["text"] == "Let me "
+
+
+def test_a_streamed_refusal_becomes_a_refusal_part():
+    chunks = [
+        {
+            "choices": [
+                {"index": 0, "delta": {"role": "assistant", "refusal": "I can't "}, "finish_reason": None}
+            ]
+        },
+        {"choices": [{"index": 0, "delta": {"refusal": "help with that."}, "finish_reason": None}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    writer = ResponseEvents({"model": "fast", "input": "hi"}, response_id="resp_r", model="fast")
+    frames = [frame for chunk in chunks for frame in writer.chunk(chunk)] + writer.close(None)
+
+    events = parse_events(frames)
+
+    assert "response.refusal.delta" in [e["type"] for e in events]
+    [done] = [e for e in events if e["type"] == "response.refusal.done"]
+    assert done["refusal"] == "I can't help with that."
+    final = Response.model_validate(events[-1]["response"])
+    assert final.output[0].content[0].type == "refusal"
+    assert final.output[0].content[0].refusal == "I can't help with that."

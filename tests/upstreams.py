@@ -1116,6 +1116,15 @@ def _as_chat_message(item: dict[str, Any]) -> dict[str, Any]:
     return {"role": item["role"], "content": item["content"]}
 
 
+def chat_format(response_format: Any) -> Any:
+    """Chat completions' ``response_format`` in the Responses API's ``text.format`` shape (what
+    ``_formatted`` reads): a structured answer for chat as for Responses."""
+    if not isinstance(response_format, dict) or response_format.get("type") != "json_schema":
+        return response_format
+    schema = response_format.get("json_schema") or {}
+    return {"type": "json_schema", "name": schema.get("name"), "schema": schema.get("schema") or {}}
+
+
 def _formatted(answer: Answer, fmt: Any) -> Answer:
     """The answer as the JSON a structured format asks for, its strings carrying the text."""
     if answer.tool_call is not None or not isinstance(fmt, dict) or fmt.get("type") == "text":
@@ -1438,7 +1447,7 @@ class UpstreamServer:
     async def _chat_completion(
         self, request: web.Request, body: dict[str, Any], model: str
     ) -> web.StreamResponse:
-        answer = openai_answer(self.name, body)
+        answer = _formatted(openai_answer(self.name, body), chat_format(body.get("response_format")))
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             return await self._stream(request, openai_chunks(answer, model, include_usage=include_usage))

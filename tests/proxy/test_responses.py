@@ -394,3 +394,24 @@ async def test_only_an_unstored_response_at_temperature_0_is_served_from_the_cac
     assert (first.headers["x-gateway-cache"], second.headers["x-gateway-cache"]) == ("miss", "l1")
     assert stored.headers["x-gateway-cache"] == "bypass"  # a stored Response is a conversation's turn
     assert len(bridged.requests) == 2
+
+
+async def test_structured_output_through_the_bridge_parses(sdk, organization, upstream):
+    from pydantic import BaseModel
+
+    class Colours(BaseModel):
+        colours: list[str]
+
+    await add_provider_key_async(
+        organization, upstream, provider="openai_compatible", secret="sk-compat-upstream"
+    )
+    await add_alias_async(organization, "compat", ("openai_compatible", "qwen2.5-7b-instruct"))
+
+    parsed = await sdk.responses.parse(model="compat", input="Two colours?", text_format=Colours)
+
+    assert isinstance(parsed.output_parsed, Colours)
+    sent = upstream.last_request.json["response_format"]
+    assert (
+        sent["type"] == "json_schema"
+        and sent["json_schema"]["schema"]["properties"]["colours"]["type"] == "array"
+    )

@@ -125,6 +125,7 @@ def entry_values(payload: dict[str, Any]) -> dict[str, Any]:
         output_tokens=integer(payload.get("output_tokens"), _INTEGER),
         cached_input_tokens=integer(payload.get("cached_input_tokens"), _INTEGER),
         reasoning_tokens=integer(payload.get("reasoning_tokens"), _INTEGER),
+        cache_write_tokens=integer(payload.get("cache_write_tokens"), _INTEGER),
         usage_estimated=bool(payload.get("usage_estimated")),
         cost_usd=cost(payload.get("cost_usd")),
         cache_savings_usd=cost(payload.get("cache_savings_usd")),

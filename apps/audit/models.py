@@ -47,6 +47,8 @@ class AuditEntry(models.Model):
     output_tokens = models.PositiveIntegerField(default=0)
     cached_input_tokens = models.PositiveIntegerField(default=0)
     reasoning_tokens = models.PositiveIntegerField(default=0)
+    # Of the input, tokens written to the provider's prompt cache (Anthropic's cache writes).
+    cache_write_tokens = models.PositiveIntegerField(default=0)
     usage_estimated = models.BooleanField(default=False)
     cost_usd = models.DecimalField(max_digits=18, decimal_places=8, default=0)
     # Which price cost_usd was reckoned at: organization (its own version), shipped (the list price),

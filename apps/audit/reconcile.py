@@ -63,6 +63,7 @@ class AuditLogSource:
                 output_tokens=Sum("output_tokens"),
                 cached_input_tokens=Sum("cached_input_tokens"),
                 reasoning_tokens=Sum("reasoning_tokens"),
+                cache_write_tokens=Sum("cache_write_tokens"),
             )
         )
         rows: dict[RollupKey, Totals] = {}
@@ -86,6 +87,7 @@ class AuditLogSource:
                 output_tokens=group["output_tokens"] or 0,
                 cached_input_tokens=group["cached_input_tokens"] or 0,
                 reasoning_tokens=group["reasoning_tokens"] or 0,
+                cache_write_tokens=group["cache_write_tokens"] or 0,
             )
             price = (
                 price_at(versions, group["provider"], group["model"], group["bucket"])
@@ -116,7 +118,11 @@ class AuditLogSource:
         totals = Totals()
         for entry in entries:
             usage = Usage(
-                entry.input_tokens, entry.output_tokens, entry.cached_input_tokens, entry.reasoning_tokens
+                entry.input_tokens,
+                entry.output_tokens,
+                entry.cached_input_tokens,
+                entry.reasoning_tokens,
+                cache_write_tokens=entry.cache_write_tokens,
             )
             price = price_at(versions, provider, model, entry.created_at)
             totals.add(

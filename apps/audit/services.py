@@ -112,6 +112,7 @@ def entry_payload(record: RequestRecord) -> dict[str, Any]:
         "output_tokens": usage.output_tokens if usage else 0,
         "cached_input_tokens": usage.cached_input_tokens if usage else 0,
         "reasoning_tokens": usage.reasoning_tokens if usage else 0,
+        "cache_write_tokens": usage.cache_write_tokens if usage else 0,
         "usage_estimated": usage.estimated if usage else False,
         "cost_usd": str(record.cost_usd),
         "price_source": record.price_source or "",

@@ -29,6 +29,9 @@ class Price:
     cached_input: Decimal | None = None
     reasoning: Decimal | None = None
     effective_from: datetime = EPOCH
+    # Input written to the provider's prompt cache (Anthropic's cache_creation_input_tokens), per
+    # million; None: at the input price.
+    cache_write: Decimal | None = None
     source: str = "shipped"  # shipped, organization (its own version), default (for unpriced models)
 
 
@@ -41,23 +44,36 @@ class Usage:
     cached_input_tokens: int = 0
     reasoning_tokens: int = 0
     estimated: bool = False
+    # Of the input, tokens written to the provider's prompt cache (priced at ``Price.cache_write``).
+    cache_write_tokens: int = 0
 
 
-def _p(input_: str, output: str, cached: str | None = None, *, since: datetime = EPOCH) -> Price:
+def _p(
+    input_: str, output: str, cached: str | None = None, *, since: datetime = EPOCH, write: str | None = None
+) -> Price:
     return Price(
         input=Decimal(input_),
         output=Decimal(output),
         cached_input=Decimal(cached) if cached else None,
         effective_from=since,
+        cache_write=Decimal(write) if write else None,
     )
+
+
+def _claude(input_: str, output: str, cached: str) -> Price:
+    """Anthropic's prices: a cache write costs 1.25 times the input (its 5-minute cache; the 1-hour
+    cache's 2 times is priced as the 5-minute one)."""
+    return _p(input_, output, cached, write=str(Decimal(input_) * Decimal("1.25")))
 
 
 # Public list prices (USD per million tokens: input, output, cached input) of the providers' standard
 # tier, as published on OpenAI's and Anthropic's pricing pages (https://platform.openai.com/docs/pricing,
 # https://docs.anthropic.com/en/docs/about-claude/pricing) as of 2025-11-01. Anthropic's cached price is
-# its cache-read ("cache hit") price; cache writes, batch, priority and long-context tiers are not
-# modelled. Organizations override any of them with their own dated versions (negotiated prices, Azure
-# rates, self-hosted costs: POST /api/v1/model-prices); docs/budgets.md says how.
+# its cache-read ("cache hit") price, and a cache write costs 1.25 times the input (its 5-minute
+# cache; the 1-hour one's 2 times is not modelled, nor are batch, priority and long-context tiers).
+# Organizations override any of them with their own dated versions (negotiated prices, Azure rates,
+# self-hosted costs: POST /api/v1/model-prices; their cache writes at their input price);
+# docs/budgets.md says how.
 # A version with ``since`` starts then: a price cut does not re-price the requests made before it.
 SHIPPED_PRICES: dict[tuple[str, str], list[Price]] = {
     # GPT-5 family
@@ -99,18 +115,18 @@ SHIPPED_PRICES: dict[tuple[str, str], list[Price]] = {
     ("openai", "text-embedding-3-large"): [_p("0.13", "0")],
     ("openai", "text-embedding-ada-002"): [_p("0.10", "0")],
     # Claude (API ids: the dated ones, e.g. claude-sonnet-4-20250514, are priced as their family)
-    ("anthropic", "claude-opus-4-1"): [_p("15.00", "75.00", "1.50")],
-    ("anthropic", "claude-opus-4"): [_p("15.00", "75.00", "1.50")],
-    ("anthropic", "claude-opus-4-0"): [_p("15.00", "75.00", "1.50")],
-    ("anthropic", "claude-sonnet-4-5"): [_p("3.00", "15.00", "0.30")],
-    ("anthropic", "claude-sonnet-4"): [_p("3.00", "15.00", "0.30")],
-    ("anthropic", "claude-sonnet-4-0"): [_p("3.00", "15.00", "0.30")],
-    ("anthropic", "claude-haiku-4-5"): [_p("1.00", "5.00", "0.10")],
-    ("anthropic", "claude-3-7-sonnet"): [_p("3.00", "15.00", "0.30")],
-    ("anthropic", "claude-3-5-sonnet"): [_p("3.00", "15.00", "0.30")],
-    ("anthropic", "claude-3-5-haiku"): [_p("0.80", "4.00", "0.08")],
-    ("anthropic", "claude-3-opus"): [_p("15.00", "75.00", "1.50")],
-    ("anthropic", "claude-3-haiku"): [_p("0.25", "1.25", "0.03")],
+    ("anthropic", "claude-opus-4-1"): [_claude("15.00", "75.00", "1.50")],
+    ("anthropic", "claude-opus-4"): [_claude("15.00", "75.00", "1.50")],
+    ("anthropic", "claude-opus-4-0"): [_claude("15.00", "75.00", "1.50")],
+    ("anthropic", "claude-sonnet-4-5"): [_claude("3.00", "15.00", "0.30")],
+    ("anthropic", "claude-sonnet-4"): [_claude("3.00", "15.00", "0.30")],
+    ("anthropic", "claude-sonnet-4-0"): [_claude("3.00", "15.00", "0.30")],
+    ("anthropic", "claude-haiku-4-5"): [_claude("1.00", "5.00", "0.10")],
+    ("anthropic", "claude-3-7-sonnet"): [_claude("3.00", "15.00", "0.30")],
+    ("anthropic", "claude-3-5-sonnet"): [_claude("3.00", "15.00", "0.30")],
+    ("anthropic", "claude-3-5-haiku"): [_claude("0.80", "4.00", "0.08")],
+    ("anthropic", "claude-3-opus"): [_claude("15.00", "75.00", "1.50")],
+    ("anthropic", "claude-3-haiku"): [_claude("0.25", "1.25", "0.03")],
 }
 # Azure OpenAI sells OpenAI's models at OpenAI's list prices unless an organization says otherwise.
 _PRICE_TABLE_OF = {"azure_openai": "openai"}
@@ -163,9 +179,12 @@ def cost_usd(price: Price | None, usage: Usage) -> Decimal:
     reasoning_rate = price.reasoning if price.reasoning is not None else price.output
     # Reasoning tokens are part of the output count at OpenAI; charged at their own rate when set.
     reasoning = min(usage.reasoning_tokens, usage.output_tokens) if price.reasoning is not None else 0
+    written = min(usage.cache_write_tokens, usage.input_tokens - cached)
+    write_rate = price.cache_write if price.cache_write is not None else price.input
     total = (
-        (usage.input_tokens - cached) * price.input
+        (usage.input_tokens - cached - written) * price.input
         + cached * cached_rate
+        + written * write_rate
         + (usage.output_tokens - reasoning) * price.output
         + reasoning * reasoning_rate
     ) / MILLION

@@ -408,7 +408,7 @@ def test_it_reports_the_usage_anthropic_counted(anthropic: Driver, upstream: Ups
     assert translated.model == MODEL
 
 
-def test_it_counts_cached_tokens_as_input_and_as_cached(upstream: UpstreamServer) -> None:
+def test_it_counts_cache_reads_and_writes_as_input_and_each_apart(upstream: UpstreamServer) -> None:
     # The stand-in never caches, so this is Anthropic's answer to a request that read and wrote the cache.
     payload = {
         "id": "msg_01",
@@ -428,7 +428,9 @@ def test_it_counts_cached_tokens_as_input_and_as_cached(upstream: UpstreamServer
     translated = AnthropicAdapter().chat_completion(target_for(upstream), json.dumps(payload).encode())
     completion = ChatCompletion.model_validate_json(translated.body)
 
-    assert translated.usage == Usage(input_tokens=1210, output_tokens=3, cached_input_tokens=1000)
+    assert translated.usage == Usage(
+        input_tokens=1210, output_tokens=3, cached_input_tokens=1000, cache_write_tokens=200
+    )
     assert translated.model == "claude-sonnet-4-5-20250929"
     assert completion.usage is not None
     assert (completion.usage.prompt_tokens, completion.usage.total_tokens) == (1210, 1213)

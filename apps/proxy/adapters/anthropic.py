@@ -315,13 +315,12 @@ def usage_from_anthropic(counts: dict[str, Any]) -> Usage:
     # Anthropic's input_tokens leaves out the tokens read from or written to the cache; OpenAI's
     # prompt_tokens (and the price's input) include them.
     cache_read = _count(counts.get("cache_read_input_tokens"))
-    input_tokens = (
-        _count(counts.get("input_tokens")) + cache_read + _count(counts.get("cache_creation_input_tokens"))
-    )
+    cache_write = _count(counts.get("cache_creation_input_tokens"))
     return Usage(
-        input_tokens=input_tokens,
+        input_tokens=_count(counts.get("input_tokens")) + cache_read + cache_write,
         output_tokens=_count(counts.get("output_tokens")),
         cached_input_tokens=cache_read,
+        cache_write_tokens=cache_write,  # priced at the cache-write rate (1.25 times the input)
     )
 
 

@@ -350,9 +350,9 @@ def message_usage(usage: Usage | None) -> dict[str, int]:
             "cache_read_input_tokens": 0,
         }
     return {
-        "input_tokens": max(0, usage.input_tokens - usage.cached_input_tokens),
+        "input_tokens": max(0, usage.input_tokens - usage.cached_input_tokens - usage.cache_write_tokens),
         "output_tokens": usage.output_tokens,
-        "cache_creation_input_tokens": 0,
+        "cache_creation_input_tokens": usage.cache_write_tokens,
         "cache_read_input_tokens": usage.cached_input_tokens,
     }
 

@@ -1161,7 +1161,12 @@ def anthropic_answer(name: str, body: dict[str, Any]) -> Answer:
     choice = body.get("tool_choice") or {"type": "auto"}
     forced = {"none": "none", "any": "required", "tool": "required"}.get(choice["type"], "auto")
     tool_name = chosen_tool(names, messages, choice=forced, named=choice.get("name"))
-    tool = ToolCall(new_id("toolu_"), tool_name, TOOL_ARGUMENTS) if tool_name else None
+    arguments = TOOL_ARGUMENTS
+    if choice["type"] == "tool":  # a forced tool (structured output): its input follows its schema
+        schema = next((tool.get("input_schema") for tool in body["tools"] if tool["name"] == tool_name), None)
+        if isinstance(schema, dict) and schema.get("properties"):
+            arguments = json.dumps(schema_instance(schema, last_user_text(messages), schema))
+    tool = ToolCall(new_id("toolu_"), tool_name, arguments) if tool_name else None
     return compose_answer(
         name,
         last_user_text(messages),

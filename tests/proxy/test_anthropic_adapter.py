@@ -224,7 +224,6 @@ def test_it_drops_openai_only_fields_that_anthropic_would_reject(
         "logprobs": True,
         "top_logprobs": 2,
         "logit_bias": {"50256": -100},
-        "response_format": {"type": "json_object"},
         "seed": 7,
         "store": False,
         "metadata": {"purpose": "test"},
@@ -595,3 +594,29 @@ def test_it_reads_anthropics_error_body(anthropic: Driver, upstream: UpstreamSer
 
 def test_it_serves_no_embeddings() -> None:
     assert AnthropicAdapter().supports_embeddings() is False
+
+
+def test_a_response_format_is_answered_through_a_forced_tool(
+    anthropic: Driver, upstream: UpstreamServer
+) -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    body = {
+        "model": MODEL,
+        "messages": [user("Where?")],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "place", "schema": schema}},
+    }
+
+    completion, _ = anthropic.complete(body)
+
+    sent_body = sent(upstream)
+    assert sent_body["tool_choice"] == {"type": "tool", "name": "gateway_structured_output"}
+    assert sent_body["tools"] == [
+        {
+            "name": "gateway_structured_output",
+            "description": "Give the answer as this JSON.",
+            "input_schema": schema,
+        }
+    ]
+    message = completion.choices[0].message
+    assert message.tool_calls is None and completion.choices[0].finish_reason == "stop"
+    assert set(json.loads(message.content)) == {"city"}

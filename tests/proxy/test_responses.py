@@ -415,3 +415,26 @@ async def test_structured_output_through_the_bridge_parses(sdk, organization, up
         sent["type"] == "json_schema"
         and sent["json_schema"]["schema"]["properties"]["colours"]["type"] == "array"
     )
+
+
+async def test_structured_output_reaches_an_anthropic_model_through_a_forced_tool(
+    sdk, organization, upstream
+):
+    from pydantic import BaseModel
+
+    class Colours(BaseModel):
+        colours: list[str]
+
+    await add_provider_key_async(organization, upstream, provider="anthropic", secret="sk-ant-upstream")
+    await add_alias_async(organization, "claude", ("anthropic", "claude-sonnet-4-5"))
+
+    parsed = await sdk.responses.parse(model="claude", input="Two colours?", text_format=Colours)
+    async with sdk.responses.stream(model="claude", input="Two colours?", text_format=Colours) as stream:
+        streamed = await stream.get_final_response()
+
+    assert isinstance(parsed.output_parsed, Colours)
+    assert isinstance(streamed.output_parsed, Colours)
+    sent = upstream.last_request.json
+    assert sent["tool_choice"] == {"type": "tool", "name": "gateway_structured_output"}
+    assert sent["tools"][0]["input_schema"]["properties"]["colours"]["type"] == "array"
+    assert [item.type for item in parsed.output] == ["message"]  # the tool call is the answer's text

@@ -3,6 +3,8 @@ ingest could undo, a policy bypass through GET, a budget bypass through backgrou
 item types, Redis failing between two turns, another team's conversation, a provider key echoed by a
 failed Response, an upstream chunk that is not an object, and what a bridge must refuse."""
 
+import json
+
 import openai
 import pytest
 import redis
@@ -239,10 +241,8 @@ async def test_a_native_failed_response_does_not_echo_the_provider_key(sdk, orga
         await server.stop()
 
 
-# Structured output cannot reach an Anthropic model through the bridge: refused, naming the field.
-async def test_a_json_schema_format_for_an_anthropic_model_is_refused(
-    proxy, organization, upstream, gateway_key
-):
+# Structured output reaches an Anthropic model (a forced tool whose input is the answer), never dropped.
+async def test_a_json_schema_format_reaches_an_anthropic_model(proxy, organization, upstream, gateway_key):
     await add_provider_key_async(organization, upstream, provider="anthropic", secret="sk-ant-123456")
     await add_alias_async(organization, "claude", ("anthropic", "claude-3-5-haiku-latest"))
     schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -255,6 +255,6 @@ async def test_a_json_schema_format_for_an_anthropic_model_is_refused(
         },
         headers=bearer(gateway_key[1]),
     )
-    assert response.status_code == 400
-    assert response.json()["error"]["param"] == "text.format"
-    assert upstream.requests == []
+    assert response.status_code == 200
+    assert upstream.last_request.json["tools"][0]["input_schema"] == schema
+    assert set(json.loads(response.json()["output"][0]["content"][0]["text"])) == {"city"}

@@ -2,8 +2,9 @@
 
 Unlike the OpenAI adapters, nothing is forwarded as the client sent it. The request is rebuilt field
 by field, because Anthropic rejects top-level fields it does not know: an OpenAI field with no
-Anthropic equivalent (seed, logprobs, response_format, presence_penalty ...) is dropped, and one the
-gateway cannot honour at all (n > 1) is refused. Answers and streams are rewritten into OpenAI's
+Anthropic equivalent (seed, logprobs, presence_penalty ...) is dropped, one the gateway cannot honour
+at all (n > 1) is refused, and ``response_format`` is answered through a forced tool whose input is
+the answer (``STRUCTURED_OUTPUT_TOOL``), given back as the text. Answers and streams are rewritten into OpenAI's
 ``chat.completion`` and ``chat.completion.chunk`` shapes, usage included.
 """
 
@@ -43,6 +44,9 @@ FINISH_REASONS = {
 }
 DATA_URL = re.compile(r"data:(?P<media_type>[^;,]+);base64,(?P<data>.*)", re.DOTALL)
 EMPTY_SCHEMA = {"type": "object", "properties": {}}
+# The tool a structured-output request is answered through (response_format has no Anthropic
+# equivalent); a call of it is given back as the answer's text. A name no client tool is likely to take.
+STRUCTURED_OUTPUT_TOOL = "gateway_structured_output"
 
 
 # --- Requests: OpenAI's body, rebuilt as Anthropic's ---------------------------------------------
@@ -78,11 +82,47 @@ def anthropic_body(target: Target, body: dict[str, Any], *, stream: bool) -> dic
         upstream["tools"] = tools
         if (choice := _tool_choice(body.get("tool_choice"), body.get("parallel_tool_calls"))) is not None:
             upstream["tool_choice"] = choice
+    if (schema := _json_schema(body.get("response_format"))) is not None:
+        if tools:
+            raise InvalidRequest(
+                "Anthropic models take structured output ('response_format') or tools, not both in one "
+                "request through the gateway.",
+                code="unsupported_parameter",
+                param="response_format",
+            )
+        # Anthropic has no response format: the model is made to call one tool whose input is the
+        # answer, and the answer is given back as that JSON (STRUCTURED_OUTPUT_TOOL).
+        upstream["tools"] = [
+            {
+                "name": STRUCTURED_OUTPUT_TOOL,
+                "description": "Give the answer as this JSON.",
+                "input_schema": schema,
+            }
+        ]
+        upstream["tool_choice"] = {"type": "tool", "name": STRUCTURED_OUTPUT_TOOL}
     # safety_identifier is OpenAI's successor to user; both name the end user.
     user = body.get("safety_identifier") or body.get("user")
     if isinstance(user, str) and user:
         upstream["metadata"] = {"user_id": user}
     return upstream
+
+
+def _json_schema(response_format: Any) -> dict[str, Any] | None:
+    """The schema a ``response_format`` asks the answer to follow (``json_object``: any object)."""
+    kind = response_format.get("type") if isinstance(response_format, dict) else None
+    if kind == "json_object":
+        return {"type": "object"}
+    if kind != "json_schema":
+        return None
+    spec = response_format.get("json_schema")
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    if not isinstance(schema, dict):
+        raise InvalidRequest(
+            "'response_format.json_schema.schema' must be a JSON schema object.",
+            code="invalid_value",
+            param="response_format",
+        )
+    return schema
 
 
 def _max_tokens(body: dict[str, Any]) -> Any:
@@ -311,6 +351,14 @@ def _function_name(choice: dict[str, Any]) -> Any:
 # --- Answers: Anthropic's message, as OpenAI's chat.completion -----------------------------------
 
 
+def _is_structured_output(block: Any) -> bool:
+    return (
+        isinstance(block, dict)
+        and block.get("type") == "tool_use"
+        and block.get("name") == STRUCTURED_OUTPUT_TOOL
+    )
+
+
 def usage_from_anthropic(counts: dict[str, Any]) -> Usage:
     # Anthropic's input_tokens leaves out the tokens read from or written to the cache; OpenAI's
     # prompt_tokens (and the price's input) include them.
@@ -343,6 +391,10 @@ def _count(value: Any) -> int:
 
 def _completion_body(message: dict[str, Any], model: str, usage: Usage) -> dict[str, Any]:
     content = message["content"]
+    structured = [block for block in content if _is_structured_output(block)]
+    if structured:  # the answer of a structured-output request: its JSON is the text
+        content = [{"type": "text", "text": dumps(structured[0].get("input") or {}).decode()}]
+        message = {**message, "stop_reason": "end_turn"}
     text = "".join(block.get("text") or "" for block in content if block.get("type") == "text")
     tool_calls = [
         {
@@ -392,6 +444,8 @@ class AnthropicStreamTranslator(StreamTranslator):
         self._counts: dict[str, Any] = {}
         # Anthropic numbers content blocks (text and tool_use alike); OpenAI numbers tool calls.
         self._tool_calls: dict[int, int] = {}
+        # The blocks of the structured-output tool: their input is the answer's text.
+        self._structured: set[int] = set()
         self._opened = False
 
     def feed(self, event: str, data: str) -> list[bytes]:
@@ -434,6 +488,8 @@ class AnthropicStreamTranslator(StreamTranslator):
         frames = self._opening()
         if block.get("type") == "text":
             frames.extend(self._text(block.get("text") or ""))
+        elif _is_structured_output(block):
+            self._structured.add(index)  # its input is the answer: streamed as the text
         elif block.get("type") == "tool_use":
             self._tool_calls[index] = len(self._tool_calls)
             call = {
@@ -461,6 +517,8 @@ class AnthropicStreamTranslator(StreamTranslator):
         kind = delta.get("type")
         if kind == "text_delta":
             return self._text(delta.get("text") or "")
+        if kind == "input_json_delta" and index in self._structured:
+            return self._text(delta.get("partial_json") or "")
         if kind == "input_json_delta":
             if index not in self._tool_calls:
                 raise UpstreamProtocolError("the upstream sent tool input for a block that is no tool call")
@@ -478,7 +536,9 @@ class AnthropicStreamTranslator(StreamTranslator):
     def _message_delta(self, payload: dict[str, Any]) -> list[bytes]:
         delta = _field(payload, "delta", dict)
         self._add_usage(payload.get("usage"))
-        finish = self._chunk(choices=[_choice({}, finish_reason(delta.get("stop_reason")))])
+        # A structured answer ends in the call that carried it: to the client, an ordinary stop.
+        reason = "end_turn" if self._structured and not self._tool_calls else delta.get("stop_reason")
+        finish = self._chunk(choices=[_choice({}, finish_reason(reason))])
         return [*self._opening(), finish]
 
     def _error(self, payload: dict[str, Any]) -> list[bytes]:

@@ -125,8 +125,8 @@ def chat_request(body: dict[str, Any], *, provider: str) -> dict[str, Any]:
 
 def _refuse_what_the_provider_drops(body: dict[str, Any], provider: str) -> None:
     """What maps onto a chat request but would not reach the model: Anthropic's adapter has no
-    structured output and no reasoning effort, and no chat upstream has OpenAI's verbosity or
-    reasoning summaries. Refused rather than answered as if they had been honoured."""
+    reasoning effort, and no chat upstream has OpenAI's verbosity or reasoning summaries. Refused
+    rather than answered as if they had been honoured."""
     text = _of(body, "text", dict, {})
     reasoning = _of(body, "reasoning", dict, {})
     if text.get("verbosity") is not None:
@@ -137,13 +137,6 @@ def _refuse_what_the_provider_drops(body: dict[str, Any], provider: str) -> None
         )
     if provider != "anthropic":
         return
-    fmt = _of(text, "format", dict, {})
-    if fmt.get("type") in ("json_schema", "json_object"):
-        raise _refuse(
-            "text.format",
-            "Structured output ('text.format' json_schema or json_object) is not served for Anthropic "
-            "models through the gateway; ask for JSON in the instructions, or call an OpenAI model.",
-        )
     if reasoning.get("effort") is not None:
         raise _refuse(
             "reasoning.effort", "'reasoning.effort' is not served for Anthropic models through the gateway."

@@ -194,10 +194,18 @@ async def test_a_bad_key_is_anthropics_authentication_error(served, proxy):
     }
 
 
-async def test_claude_code_shaped_requests_pass(organization, upstream, gateway_key, proxy, records):
-    """Claude Code: dated Anthropic model names (no alias), system blocks with cache_control, its
-    tools, metadata, streaming, its key as a bearer token; read as anthropic/<model>."""
-    await add_provider_key_async(organization, upstream, provider="anthropic", secret="sk-ant-upstream")
+@pytest.mark.parametrize("served_by", ["anthropic", "openai"])
+async def test_claude_code_shaped_requests_pass(
+    organization, upstream, gateway_key, proxy, records, served_by
+):
+    """Claude Code: dated Anthropic model names, system blocks with cache_control, its tools, metadata,
+    streaming, its key as a bearer token. Without an alias of that name it is read as
+    anthropic/<model>; with one (routed to OpenAI here) it goes where the alias says, bridged."""
+    await add_provider_key_async(
+        organization, upstream, provider=served_by, secret=f"sk-{served_by}-upstream"
+    )
+    if served_by != "anthropic":
+        await add_alias_async(organization, "claude-sonnet-4-5-20250929", (served_by, "gpt-4o-mini"))
     body = {
         "model": "claude-sonnet-4-5-20250929",
         "max_tokens": 32000,
@@ -233,10 +241,19 @@ async def test_claude_code_shaped_requests_pass(organization, upstream, gateway_
     assert events[0] == "message_start" and events[-1] == "message_stop"
     assert "data: [DONE]" not in response.text
     sent = upstream.last_request
+    [record] = records
+    if served_by != "anthropic":
+        assert sent.path == "/v1/chat/completions" and sent.json["model"] == "gpt-4o-mini"
+        assert sent.json["messages"][0] == {
+            "role": "system",
+            "content": "You are Claude Code.\n\nWork in /repo.",
+        }
+        assert sent.json["tools"][0]["function"]["name"] == "get_weather"
+        assert record.requested_model == "claude-sonnet-4-5-20250929"
+        return
     assert sent.json["model"] == "claude-sonnet-4-5-20250929"
     assert sent.json["system"] == body["system"] and sent.json["tools"] == body["tools"]
     assert sent.headers["anthropic-beta"] == "claude-code-20250219"
-    [record] = records
     assert record.requested_model == "anthropic/claude-sonnet-4-5-20250929"
 
 

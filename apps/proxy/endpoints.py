@@ -253,7 +253,7 @@ class Responses(TranslatedEndpoint):
     def translator_over_chat(
         self, ctx: "ProxyContext", answer_id: str, chat: StreamTranslator
     ) -> StreamTranslator:
-        return responses_chat.ResponsesOverChat(chat, self._echoed(ctx), response_id=answer_id)
+        return responses_chat.over_chat(chat, self._echoed(ctx), response_id=answer_id)
 
     def new_answer_id(self) -> str:
         return responses_chat.new_id("resp")
@@ -339,7 +339,7 @@ class Messages(TranslatedEndpoint):
     def translator_over_chat(
         self, ctx: "ProxyContext", answer_id: str, chat: StreamTranslator
     ) -> StreamTranslator:
-        return messages_chat.MessagesOverChat(chat, message_id=answer_id, model=ctx.body["model"])
+        return messages_chat.over_chat(chat, message_id=answer_id, model=ctx.body["model"])
 
     def new_answer_id(self) -> str:
         return messages_chat.new_id("msg")

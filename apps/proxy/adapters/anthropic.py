@@ -4,8 +4,8 @@ Unlike the OpenAI adapters, nothing is forwarded as the client sent it. The requ
 by field, because Anthropic rejects top-level fields it does not know: an OpenAI field with no
 Anthropic equivalent (seed, logprobs, presence_penalty ...) is dropped, one the gateway cannot honour
 at all (n > 1) is refused, and ``response_format`` is answered through a forced tool whose input is
-the answer (``STRUCTURED_OUTPUT_TOOL``), given back as the text. Answers and streams are rewritten into OpenAI's
-``chat.completion`` and ``chat.completion.chunk`` shapes, usage included.
+the answer (``STRUCTURED_OUTPUT_TOOL``), given back as the text. Answers and streams are rewritten
+into OpenAI's ``chat.completion`` and ``chat.completion.chunk`` shapes, usage included.
 """
 
 import json
@@ -706,8 +706,14 @@ class AnthropicAdapter(Adapter):
     def messages_request(
         self, target: Target, body: dict[str, Any], headers: dict[str, str]
     ) -> UpstreamRequest:
+        return self._passed_through(target, "/v1/messages", body, headers)
+
+    def _passed_through(
+        self, target: Target, path: str, body: dict[str, Any], headers: dict[str, str]
+    ) -> UpstreamRequest:
+        """The client's Messages request as it sent it, to the deployment's model."""
         return UpstreamRequest(
-            url=f"{target.base_url}/v1/messages",
+            url=f"{target.base_url}{path}",
             headers=self._headers(target, headers),
             body=dumps({**body, "model": target.model}),
         )
@@ -727,11 +733,7 @@ class AnthropicAdapter(Adapter):
     def count_tokens_request(
         self, target: Target, body: dict[str, Any], headers: dict[str, str]
     ) -> UpstreamRequest:
-        return UpstreamRequest(
-            url=f"{target.base_url}/v1/messages/count_tokens",
-            headers=self._headers(target, headers),
-            body=dumps({**body, "model": target.model}),
-        )
+        return self._passed_through(target, "/v1/messages/count_tokens", body, headers)
 
     def error_message(self, status: int, payload: bytes) -> str:
         # Anthropic: {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}.

@@ -20,6 +20,7 @@ from apps.catalog.pricing import Usage
 from apps.core.errors import InvalidRequest
 
 from ..adapters.base import StreamTranslator, UpstreamProtocolError, dumps, named_sse
+from .streams import OverChat
 
 # Fields that ask nothing of the upstream's answer, or only hint at how to serve it: never sent.
 IGNORED_FIELDS = frozenset({"stream", "service_tier", "context_management", "cache_control"})
@@ -412,6 +413,8 @@ class MessageEvents:
     """Writes the Messages events of one streamed answer from its chat chunks (parsed): a content
     block per text run and per tool call, each closed before the next opens."""
 
+    sequence = 0  # Anthropic's events are not numbered
+
     def __init__(self, *, message_id: str, model: str) -> None:
         self.message_id, self.model = message_id, model
         self.started = False
@@ -508,39 +511,13 @@ class MessageEvents:
         frames.append(_event({"type": "message_stop"}))
         return frames
 
-    def error(self, message: str) -> list[bytes]:
+    def error(self, message: str, code: str | None) -> list[bytes]:
         return [_event({"type": "error", "error": {"type": "api_error", "message": message}})]
 
 
-class MessagesOverChat(StreamTranslator):
+def over_chat(inner: StreamTranslator, *, message_id: str, model: str) -> StreamTranslator:
     """The Messages events of an upstream's chat stream (``inner``: its adapter's chat chunks)."""
-
-    def __init__(self, inner: StreamTranslator, *, message_id: str, model: str) -> None:
-        super().__init__(inner.target, client_wants_usage=False)
-        self.inner = inner
-        self.events = MessageEvents(message_id=message_id, model=model)
-
-    def feed(self, event: str, data: str) -> list[bytes]:
-        inner, events = self.inner, self.events
-        frames: list[bytes] = []
-        for frame in inner.feed(event, data):
-            try:
-                chunk = json.loads(frame[len(b"data: ") :])
-            except ValueError as error:
-                raise UpstreamProtocolError("the upstream's chunk is not JSON") from error
-            if not isinstance(chunk, dict):
-                raise UpstreamProtocolError("the upstream's chunk is not a JSON object")
-            error_fields = chunk.get("error") if "choices" not in chunk else None
-            if isinstance(error_fields, dict):
-                frames += events.error(str(error_fields.get("message")))
-            else:
-                frames += events.chunk(chunk)
-        self.usage, self.model, self.error = inner.usage, inner.model, inner.error
-        self.output_chars = inner.output_chars
-        if inner.finished and not self.finished:
-            self.finished = True
-            frames += events.close(inner.usage)
-        return frames
+    return OverChat(inner, MessageEvents(message_id=message_id, model=model))
 
 
 def _object(mapping: dict[str, Any], name: str) -> dict[str, Any]:

@@ -12,7 +12,6 @@ stream helpers read (``response.created`` ... ``response.completed``, numbered b
 ``sequence_number``).
 """
 
-import json
 import time
 import uuid
 from typing import Any
@@ -20,7 +19,8 @@ from typing import Any
 from apps.catalog.pricing import Usage
 from apps.core.errors import InvalidRequest
 
-from ..adapters.base import StreamTranslator, UpstreamProtocolError, dumps
+from ..adapters.base import StreamTranslator, dumps
+from .streams import OverChat
 
 # Fields that ask nothing of the upstream's answer, or that the gateway itself honours: never sent.
 GATEWAY_FIELDS = frozenset(
@@ -708,34 +708,6 @@ def _message_of(item: dict[str, Any]) -> dict[str, Any]:
     return message_item(item["id"], item["text"])
 
 
-class ResponsesOverChat(StreamTranslator):
-    """The Responses events of an upstream's chat stream: the upstream's adapter makes chat chunks
-    of its events (``inner``), and ``ResponseEvents`` makes Responses events of those."""
-
-    def __init__(self, inner: StreamTranslator, request: dict[str, Any], *, response_id: str) -> None:
-        super().__init__(inner.target, client_wants_usage=False)
-        self.inner = inner
-        self.events = ResponseEvents(request, response_id=response_id, model=request["model"])
-
-    def feed(self, event: str, data: str) -> list[bytes]:
-        inner, events = self.inner, self.events
-        frames: list[bytes] = []
-        for frame in inner.feed(event, data):
-            try:
-                chunk = json.loads(frame[len(b"data: ") :])
-            except ValueError as error:
-                raise UpstreamProtocolError("the upstream's chunk is not JSON") from error
-            if not isinstance(chunk, dict):
-                raise UpstreamProtocolError("the upstream's chunk is not a JSON object")
-            error_fields = chunk.get("error") if "choices" not in chunk else None
-            if isinstance(error_fields, dict):
-                frames += events.error(str(error_fields.get("message")), error_fields.get("code"))
-            else:
-                frames += events.chunk(chunk)
-        self.usage, self.model, self.error = inner.usage, inner.model, inner.error
-        self.output_chars = inner.output_chars
-        if inner.finished and not self.finished:
-            self.finished = True
-            frames += events.close(inner.usage)
-        self.sequence = events.sequence
-        return frames
+def over_chat(inner: StreamTranslator, request: dict[str, Any], *, response_id: str) -> StreamTranslator:
+    """The Responses events of an upstream's chat stream (``inner``: its adapter's chat chunks)."""
+    return OverChat(inner, ResponseEvents(request, response_id=response_id, model=request["model"]))

@@ -16,6 +16,8 @@ could be gigabytes), so an entry purged in another process is never served: its 
 search answers a miss and the organization's matrix is dropped and loaded again.
 """
 
+from __future__ import annotations
+
 import logging
 import math
 import time
@@ -24,8 +26,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
-import numpy as np
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import DatabaseError
@@ -33,6 +35,9 @@ from django.utils import timezone
 
 from .models import SemanticEntry
 from .stored_answers import CachedAnswer
+
+if TYPE_CHECKING:
+    import numpy as np
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +47,14 @@ MAX_PENDING_WRITES = 16
 # Rows created this long before the newest one held are read again at a refresh: a row whose
 # transaction committed after a newer one's would otherwise be skipped forever.
 REFRESH_OVERLAP = timedelta(seconds=2)
+
+
+def _numpy():
+    """NumPy, imported on first use: a server process whose organizations never turn L3 on never
+    loads it (84 modules and about 8 MiB of the process here; docs/benchmarks.md)."""
+    import numpy
+
+    return numpy
 
 
 @dataclass(eq=False)
@@ -64,6 +77,7 @@ class _Partition:
         self._allocate(min(self.capacity, 64))
 
     def _allocate(self, slots: int) -> None:
+        np = _numpy()
         vectors = np.zeros((slots, self.dims), dtype=np.float32)
         expires = np.full(slots, -np.inf)
         embedders = np.full(slots, -1, dtype=np.int32)
@@ -96,6 +110,7 @@ class _Partition:
 
 
 def _normalized(vector) -> np.ndarray | None:
+    np = _numpy()
     array = np.asarray(vector, dtype=np.float32)
     if array.ndim != 1 or not 0 < array.size <= MAX_DIMS or not np.all(np.isfinite(array)):
         return None
@@ -196,6 +211,7 @@ class SemanticIndex:
         return partition
 
     async def _fill(self, key: _Key, partition: _Partition) -> bool:
+        np = _numpy()
         organization_id, model, partition_hash, dims = key
         rows, still_there = await database_sync_to_async(_read_rows)(
             organization_id,
@@ -235,6 +251,7 @@ class SemanticIndex:
         """The best earlier answer of ``partition`` whose prompt's cosine similarity with ``vector``
         is at least ``threshold``, with that similarity; None otherwise. Pass ``embedding_model`` so
         vectors of another embeddings model (same dimensions, unrelated space) are never compared."""
+        np = _numpy()
         query = _normalized(vector)
         if query is None:
             return None

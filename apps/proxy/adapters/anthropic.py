@@ -449,12 +449,7 @@ class AnthropicStreamTranslator(StreamTranslator):
         self._opened = False
 
     def feed(self, event: str, data: str) -> list[bytes]:
-        try:
-            payload = json.loads(data)
-        except (ValueError, RecursionError) as error:
-            raise UpstreamProtocolError("the upstream sent an event that is not JSON") from error
-        if not isinstance(payload, dict):
-            raise UpstreamProtocolError("the upstream sent an event that is not a JSON object")
+        payload = _event_payload(data)
         kind = payload.get("type") or event
         if kind == "message_start":
             return self._message_start(payload)
@@ -542,13 +537,8 @@ class AnthropicStreamTranslator(StreamTranslator):
         return [*self._opening(), finish]
 
     def _error(self, payload: dict[str, Any]) -> list[bytes]:
-        error = found if isinstance(found := payload.get("error"), dict) else {}
-        message = found if isinstance(found := error.get("message"), str) else "The upstream failed."
-        # Cut before it is scrubbed: the event may be megabytes long (apps/proxy/scrubbing.py).
-        self.error = message = scrub_error(message, self.target.secret)
-        kind = found if isinstance(found := error.get("type"), str) else "api_error"
-        kind = scrub_error(kind, self.target.secret, ERROR_FIELD_LIMIT)
-        return [sse({"error": {"message": message, "type": kind, "param": None, "code": None}})]
+        self.error, kind = scrubbed_failure(payload, self.target.secret)
+        return [sse({"error": {"message": self.error, "type": kind, "param": None, "code": None}})]
 
     def _add_usage(self, usage: Any) -> None:
         if isinstance(usage, dict):
@@ -575,6 +565,26 @@ class AnthropicStreamTranslator(StreamTranslator):
                 **fields,
             }
         )
+
+
+def _event_payload(data: str) -> dict[str, Any]:
+    """One of Anthropic's events, parsed: an object, or the upstream broke its format."""
+    try:
+        payload = json.loads(data)
+    except (ValueError, RecursionError) as error:
+        raise UpstreamProtocolError("the upstream sent an event that is not JSON") from error
+    if not isinstance(payload, dict):
+        raise UpstreamProtocolError("the upstream sent an event that is not a JSON object")
+    return payload
+
+
+def scrubbed_failure(payload: dict[str, Any], secret: str) -> tuple[str, str]:
+    """An error event's message and type, each cut and scrubbed of the provider key once (the event
+    may be megabytes long; apps/proxy/scrubbing.py); nothing else of it goes on."""
+    error = _object(payload, "error")
+    message = found if isinstance(found := error.get("message"), str) else "The upstream failed."
+    kind = found if isinstance(found := error.get("type"), str) else "api_error"
+    return scrub_error(message, secret), scrub_error(kind, secret, ERROR_FIELD_LIMIT)
 
 
 def _choice(delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
@@ -626,12 +636,7 @@ class MessagesStreamTranslator(StreamTranslator):
             return [named_sse(event, data.encode())]
         if event in ("ping", "content_block_start", "content_block_stop"):
             return [named_sse(event, data.encode())]
-        try:
-            payload = json.loads(data)
-        except (ValueError, RecursionError) as error:
-            raise UpstreamProtocolError("the upstream sent an event that is not JSON") from error
-        if not isinstance(payload, dict):
-            raise UpstreamProtocolError("the upstream sent an event that is not a JSON object")
+        payload = _event_payload(data)
         kind = payload.get("type") or event
         if kind == "message_start":
             message = _object(payload, "message")
@@ -643,14 +648,8 @@ class MessagesStreamTranslator(StreamTranslator):
         elif kind == "message_stop":
             self.finished = True
         elif kind == "error":
-            failure = _object(payload, "error")
-            text = found if isinstance(found := failure.get("message"), str) else "The upstream failed."
-            self.error = scrub_error(text, self.target.secret)
-            error_type = found if isinstance(found := failure.get("type"), str) else "api_error"
-            rebuilt = {
-                "message": self.error,
-                "type": scrub_error(error_type, self.target.secret, ERROR_FIELD_LIMIT),
-            }
+            self.error, error_type = scrubbed_failure(payload, self.target.secret)
+            rebuilt = {"message": self.error, "type": error_type}
             return [named_sse("error", dumps({"type": "error", "error": rebuilt}))]
         return [named_sse(str(kind), data.encode())]
 

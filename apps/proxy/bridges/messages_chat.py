@@ -13,13 +13,13 @@ chat stream into the Messages events the Anthropic SDK reads (``message_start`` 
 """
 
 import json
-import uuid
 from typing import Any
 
 from apps.catalog.pricing import Usage
 from apps.core.errors import InvalidRequest
 
 from ..adapters.base import StreamTranslator, UpstreamProtocolError, dumps, named_sse
+from .common import array, new_id, refuse
 from .streams import OverChat
 
 # Fields that ask nothing of the upstream's answer, or only hint at how to serve it: never sent.
@@ -51,10 +51,6 @@ STOP_REASONS = {
 EFFORTS = ((4096, "low"), (16384, "medium"))
 
 
-def _refuse(param: str, message: str, code: str = "unsupported_parameter") -> InvalidRequest:
-    return InvalidRequest(message, code=code, param=param)
-
-
 # --- Requests: a Messages request, as chat completions' ------------------------------------------
 
 
@@ -62,7 +58,7 @@ def chat_request(body: dict[str, Any], *, provider: str) -> dict[str, Any]:
     """The chat request asking ``provider``'s upstream what ``body`` (a Messages request) asks."""
     for name in body:
         if name not in MAPPED_FIELDS and name not in IGNORED_FIELDS:
-            raise _refuse(
+            raise refuse(
                 name,
                 f"'{name}' cannot be sent to {provider} models: the gateway serves the Messages API for "
                 "them through chat completions, which have no such field.",
@@ -81,14 +77,12 @@ def chat_request(body: dict[str, Any], *, provider: str) -> dict[str, Any]:
             chat[name] = body[name]
     if body.get("top_k") is not None:
         if provider != "openai_compatible":
-            raise _refuse(
-                "top_k", f"'top_k' cannot be sent to {provider} models, which have no such setting."
-            )
+            raise refuse("top_k", f"'top_k' cannot be sent to {provider} models, which have no such setting.")
         chat["top_k"] = body["top_k"]
     if stop := body.get("stop_sequences"):
         chat["stop"] = _strings(stop, "stop_sequences")
     if tools := body.get("tools"):
-        chat["tools"] = [_tool(tool, f"tools[{i}]") for i, tool in enumerate(_list(tools, "tools"))]
+        chat["tools"] = [_tool(tool, f"tools[{i}]") for i, tool in enumerate(array(tools, "tools"))]
     if body.get("tool_choice") is not None:
         choice, parallel = _tool_choice(body["tool_choice"])
         if choice is not None:
@@ -109,13 +103,13 @@ def _system(system: Any) -> list[dict[str, Any]]:
     if isinstance(system, str):
         return [{"role": "system", "content": system}]
     texts = []
-    for i, block in enumerate(_list(system, "system")):
+    for i, block in enumerate(array(system, "system")):
         if (
             not isinstance(block, dict)
             or block.get("type") != "text"
             or not isinstance(block.get("text"), str)
         ):
-            raise _refuse(f"system[{i}]", f"'system[{i}]' must be a text block.", "invalid_type")
+            raise refuse(f"system[{i}]", f"'system[{i}]' must be a text block.", "invalid_type")
         texts.append(block["text"])
     return [{"role": "system", "content": "\n\n".join(texts)}] if texts else []
 
@@ -133,7 +127,7 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
         waiting = [call["id"] for call in message.get("tool_calls") or ()]
     if waiting:
         # As Anthropic answers it: each tool_use is answered by its tool_result in the next turn.
-        raise _refuse(
+        raise refuse(
             "messages",
             f"tool_use ids were found without tool_result blocks immediately after: {waiting[0]}.",
             "invalid_value",
@@ -143,16 +137,16 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _turns(body: dict[str, Any]) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
-    for i, message in enumerate(_list(body.get("messages"), "messages")):
+    for i, message in enumerate(array(body.get("messages"), "messages")):
         param = f"messages[{i}]"
         role = message.get("role") if isinstance(message, dict) else None
         if role not in ("user", "assistant"):
-            raise _refuse(f"{param}.role", f"'{param}.role' must be user or assistant.", "invalid_value")
+            raise refuse(f"{param}.role", f"'{param}.role' must be user or assistant.", "invalid_value")
         content = message.get("content")
         if isinstance(content, str):
             messages.append({"role": role, "content": content})
             continue
-        blocks = _list(content, f"{param}.content")
+        blocks = array(content, f"{param}.content")
         if role == "assistant":
             messages.append(_assistant(blocks, param))
         else:
@@ -170,7 +164,7 @@ def _assistant(blocks: list[Any], param: str) -> dict[str, Any]:
             texts.append(_text(block, where))
         elif kind == "tool_use":
             if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
-                raise _refuse(where, f"'{where}' must have an id and a name.", "invalid_type")
+                raise refuse(where, f"'{where}' must have an id and a name.", "invalid_type")
             arguments = dumps(block.get("input") if block.get("input") is not None else {}).decode()
             calls.append(
                 {
@@ -214,7 +208,7 @@ def _user(blocks: list[Any], param: str) -> list[dict[str, Any]]:
 
 def _text(block: dict[str, Any], where: str) -> str:
     if not isinstance(block.get("text"), str):
-        raise _refuse(f"{where}.text", f"'{where}.text' must be a string.", "invalid_type")
+        raise refuse(f"{where}.text", f"'{where}.text' must be a string.", "invalid_type")
     return block["text"]
 
 
@@ -225,7 +219,7 @@ def _image(block: dict[str, Any], where: str) -> dict[str, Any]:
     elif source.get("type") == "url" and isinstance(source.get("url"), str):
         url = source["url"]
     else:
-        raise _refuse(
+        raise refuse(
             f"{where}.source",
             f"'{where}.source' must be a base64 image or an image URL: a file_id names a file stored at "
             "Anthropic, which this model's provider cannot read.",
@@ -239,7 +233,7 @@ def _document(block: dict[str, Any], where: str) -> dict[str, Any]:
         return {"type": "text", "text": source["data"]}
     if source.get("type") == "base64" and source.get("media_type") == "application/pdf":
         return {"type": "file", "file": {"file_data": f"data:application/pdf;base64,{source.get('data')}"}}
-    raise _refuse(
+    raise refuse(
         f"{where}.source",
         f"'{where}.source' must be a base64 PDF or plain text for this model's provider (a URL or a "
         "file_id names a document it cannot fetch).",
@@ -249,7 +243,7 @@ def _document(block: dict[str, Any], where: str) -> dict[str, Any]:
 def _tool_result(block: dict[str, Any], where: str) -> dict[str, Any]:
     tool_use_id = block.get("tool_use_id")
     if not isinstance(tool_use_id, str) or not tool_use_id:
-        raise _refuse(f"{where}.tool_use_id", f"'{where}.tool_use_id' must be a string.", "invalid_type")
+        raise refuse(f"{where}.tool_use_id", f"'{where}.tool_use_id' must be a string.", "invalid_type")
     content = block.get("content")
     if content is None:
         text = ""
@@ -257,9 +251,9 @@ def _tool_result(block: dict[str, Any], where: str) -> dict[str, Any]:
         text = content
     else:
         texts = []
-        for k, part in enumerate(_list(content, f"{where}.content")):
+        for k, part in enumerate(array(content, f"{where}.content")):
             if not isinstance(part, dict) or part.get("type") != "text":
-                raise _refuse(
+                raise refuse(
                     f"{where}.content[{k}]",
                     f"'{where}.content[{k}]': a tool result may hold text only for this model's provider "
                     "(chat completions' tool messages are text).",
@@ -270,7 +264,7 @@ def _tool_result(block: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 def _block_refused(kind: Any, where: str) -> InvalidRequest:
-    return _refuse(
+    return refuse(
         f"{where}.type",
         f"'{where}' is a {kind!r} block, which this model's provider cannot read (server tools' blocks "
         "exist only at Anthropic).",
@@ -279,15 +273,15 @@ def _block_refused(kind: Any, where: str) -> InvalidRequest:
 
 def _tool(tool: Any, param: str) -> dict[str, Any]:
     if not isinstance(tool, dict):
-        raise _refuse(param, f"'{param}' must be an object.", "invalid_type")
+        raise refuse(param, f"'{param}' must be an object.", "invalid_type")
     if tool.get("type") not in (None, "custom"):
-        raise _refuse(
+        raise refuse(
             f"{param}.type",
             f"'{param}' is Anthropic's {tool.get('type')!r} server tool, which this model's provider does "
             "not run: it takes client tools (a name and an input_schema) only.",
         )
     if not isinstance(tool.get("name"), str) or not tool["name"]:
-        raise _refuse(f"{param}.name", f"'{param}.name' must be a string.", "invalid_type")
+        raise refuse(f"{param}.name", f"'{param}.name' must be a string.", "invalid_type")
     function: dict[str, Any] = {
         "name": tool["name"],
         "parameters": tool.get("input_schema") or {"type": "object"},
@@ -308,7 +302,7 @@ def _tool_choice(choice: Any) -> tuple[Any, bool | None]:
         return "none", None
     if kind == "tool" and isinstance(choice.get("name"), str):
         return {"type": "function", "function": {"name": choice["name"]}}, parallel
-    raise _refuse(
+    raise refuse(
         "tool_choice", "'tool_choice.type' must be auto, any, tool (with a name) or none.", "invalid_value"
     )
 
@@ -322,23 +316,13 @@ def _effort(thinking: Any) -> str | None:
 
 
 def _strings(value: Any, param: str) -> list[str]:
-    items = _list(value, param)
+    items = array(value, param)
     if not all(isinstance(item, str) for item in items):
-        raise _refuse(param, f"'{param}' must be a list of strings.", "invalid_type")
+        raise refuse(param, f"'{param}' must be a list of strings.", "invalid_type")
     return items
 
 
-def _list(value: Any, param: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise _refuse(param, f"'{param}' must be an array.", "invalid_type")
-    return value
-
-
 # --- Answers: chat completions' answer, as a Message ---------------------------------------------
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex}"
 
 
 def message_usage(usage: Usage | None) -> dict[str, int]:

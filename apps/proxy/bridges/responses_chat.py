@@ -13,13 +13,12 @@ stream helpers read (``response.created`` ... ``response.completed``, numbered b
 """
 
 import time
-import uuid
 from typing import Any
 
 from apps.catalog.pricing import Usage
-from apps.core.errors import InvalidRequest
 
 from ..adapters.base import StreamTranslator, dumps
+from .common import array, new_id, refuse
 from .streams import OverChat
 
 # Fields that ask nothing of the upstream's answer, or that the gateway itself honours: never sent.
@@ -77,10 +76,6 @@ _OPENAI_ONLY_ITEMS = {
 MESSAGE_ROLES = ("user", "assistant", "system", "developer")
 
 
-def _refuse(param: str, message: str, code: str = "unsupported_parameter") -> InvalidRequest:
-    return InvalidRequest(message, code=code, param=param)
-
-
 # --- Requests: a Responses request, as chat completions' ----------------------------------------
 
 
@@ -90,7 +85,7 @@ def chat_request(body: dict[str, Any], *, provider: str) -> dict[str, Any]:
     anything a chat upstream cannot do."""
     for name in body:
         if name not in GATEWAY_FIELDS and name not in MAPPED_FIELDS:
-            raise _refuse(
+            raise refuse(
                 name,
                 f"'{name}' cannot be sent to {provider} models: the gateway serves the Responses API "
                 "for them through chat completions, which have no such field.",
@@ -101,7 +96,7 @@ def chat_request(body: dict[str, Any], *, provider: str) -> dict[str, Any]:
         chat["stream"] = True
     tools = body.get("tools")
     if tools:
-        chat["tools"] = [_tool(tool, f"tools[{i}]") for i, tool in enumerate(_list(tools, "tools"))]
+        chat["tools"] = [_tool(tool, f"tools[{i}]") for i, tool in enumerate(array(tools, "tools"))]
     if body.get("tool_choice") is not None:
         chat["tool_choice"] = _tool_choice(body["tool_choice"])
     if body.get("parallel_tool_calls") is not None:
@@ -130,15 +125,15 @@ def _refuse_what_the_provider_drops(body: dict[str, Any], provider: str) -> None
     text = _of(body, "text", dict, {})
     reasoning = _of(body, "reasoning", dict, {})
     if text.get("verbosity") is not None:
-        raise _refuse("text.verbosity", f"'text.verbosity' cannot be sent to {provider} models.")
+        raise refuse("text.verbosity", f"'text.verbosity' cannot be sent to {provider} models.")
     if reasoning.get("summary") is not None:
-        raise _refuse(
+        raise refuse(
             "reasoning.summary", f"{provider} models give no reasoning summaries through the gateway."
         )
     if provider != "anthropic":
         return
     if reasoning.get("effort") is not None:
-        raise _refuse(
+        raise refuse(
             "reasoning.effort", "'reasoning.effort' is not served for Anthropic models through the gateway."
         )
 
@@ -149,14 +144,14 @@ def messages_of(body: dict[str, Any]) -> list[dict[str, Any]]:
     instructions = body.get("instructions")
     if instructions is not None:
         if not isinstance(instructions, str):
-            raise _refuse("instructions", "'instructions' must be a string.", "invalid_type")
+            raise refuse("instructions", "'instructions' must be a string.", "invalid_type")
         if instructions:
             messages.append({"role": "system", "content": instructions})
     source = body.get("input")
     if isinstance(source, str):
         messages.append({"role": "user", "content": source})
         return messages
-    for i, item in enumerate(_list(source, "input")):
+    for i, item in enumerate(array(source, "input")):
         _add_item(messages, item, f"input[{i}]")
     _require_outputs(messages)
     return messages
@@ -175,15 +170,15 @@ def _require_outputs(messages: list[dict[str, Any]]) -> None:
             break
         waiting = [call["id"] for call in message.get("tool_calls") or ()]
     if waiting:
-        raise _refuse("input", f"No tool output found for function call {waiting[0]}.", "invalid_value")
+        raise refuse("input", f"No tool output found for function call {waiting[0]}.", "invalid_value")
 
 
 def _add_item(messages: list[dict[str, Any]], item: Any, param: str) -> None:
     if not isinstance(item, dict):
-        raise _refuse(param, f"'{param}' must be an object.", "invalid_type")
+        raise refuse(param, f"'{param}' must be an object.", "invalid_type")
     kind = item.get("type", "message")  # a message may leave its type out (EasyInputMessage)
     if not isinstance(kind, str):
-        raise _refuse(f"{param}.type", f"'{param}.type' must be a string.", "invalid_type")
+        raise refuse(f"{param}.type", f"'{param}.type' must be a string.", "invalid_type")
     if kind == "message":
         messages.append(_message(item, param))
     elif kind == "function_call":
@@ -191,19 +186,19 @@ def _add_item(messages: list[dict[str, Any]], item: Any, param: str) -> None:
     elif kind == "function_call_output":
         messages.append(_function_output(item, param))
     elif kind in _OPENAI_ONLY_ITEMS:
-        raise _refuse(
+        raise refuse(
             f"{param}.type",
             f"'{param}' is one of the {_OPENAI_ONLY_ITEMS[kind]} only OpenAI holds; "
             "this model's provider cannot read it.",
         )
     else:
-        raise _refuse(f"{param}.type", f"Unknown input item type {kind!r} in '{param}'.", "invalid_value")
+        raise refuse(f"{param}.type", f"Unknown input item type {kind!r} in '{param}'.", "invalid_value")
 
 
 def _message(item: dict[str, Any], param: str) -> dict[str, Any]:
     role = item.get("role")
     if role not in MESSAGE_ROLES:
-        raise _refuse(
+        raise refuse(
             f"{param}.role", f"'{param}.role' must be one of {', '.join(MESSAGE_ROLES)}.", "invalid_value"
         )
     content = item.get("content")
@@ -211,7 +206,7 @@ def _message(item: dict[str, Any], param: str) -> dict[str, Any]:
         return {"role": role, "content": content}
     parts = [
         _part(part, role, f"{param}.content[{j}]")
-        for j, part in enumerate(_list(content, f"{param}.content"))
+        for j, part in enumerate(array(content, f"{param}.content"))
     ]
     if role == "assistant" or role in ("system", "developer"):
         # Earlier answers and instructions are text in chat completions (a refusal stays its text).
@@ -225,19 +220,19 @@ def _message(item: dict[str, Any], param: str) -> dict[str, Any]:
 def _part(part: Any, role: str, param: str) -> dict[str, Any]:
     kind = part.get("type") if isinstance(part, dict) else None
     if not isinstance(kind, str):
-        raise _refuse(
+        raise refuse(
             f"{param}.type", f"'{param}' must be a content part with a string 'type'.", "invalid_type"
         )
     if kind in ("input_text", "output_text"):
         text = part.get("text")
         if not isinstance(text, str):
-            raise _refuse(f"{param}.text", f"'{param}.text' must be a string.", "invalid_type")
+            raise refuse(f"{param}.text", f"'{param}.text' must be a string.", "invalid_type")
         return {"type": "text", "text": text}
     if kind == "refusal":
         refusal = part.get("refusal")
         return {"type": "refusal", "refusal": refusal if isinstance(refusal, str) else ""}
     if kind in ("input_image", "input_file", "input_audio") and role != "user":
-        raise _refuse(param, f"'{param}': only user messages may carry {kind} parts.", "invalid_value")
+        raise refuse(param, f"'{param}': only user messages may carry {kind} parts.", "invalid_value")
     if kind == "input_image":
         return _image(part, param)
     if kind == "input_file":
@@ -245,17 +240,17 @@ def _part(part: Any, role: str, param: str) -> dict[str, Any]:
     if kind == "input_audio":
         audio = part.get("input_audio")
         if not isinstance(audio, dict) or not isinstance(audio.get("data"), str):
-            raise _refuse(
+            raise refuse(
                 f"{param}.input_audio", f"'{param}.input_audio' must have its base64 data.", "invalid_type"
             )
         return {"type": "input_audio", "input_audio": {"data": audio["data"], "format": audio.get("format")}}
-    raise _refuse(f"{param}.type", f"Unknown content part type {kind!r} in '{param}'.", "invalid_value")
+    raise refuse(f"{param}.type", f"Unknown content part type {kind!r} in '{param}'.", "invalid_value")
 
 
 def _image(part: dict[str, Any], param: str) -> dict[str, Any]:
     url = part.get("image_url")
     if part.get("file_id") is not None or not isinstance(url, str):
-        raise _refuse(
+        raise refuse(
             f"{param}.image_url",
             f"'{param}' must give its image as 'image_url' (an http(s) or base64 data: URL): a file_id "
             "names a file stored at OpenAI, which this model's provider cannot read.",
@@ -269,7 +264,7 @@ def _image(part: dict[str, Any], param: str) -> dict[str, Any]:
 def _file(part: dict[str, Any], param: str) -> dict[str, Any]:
     data = part.get("file_data")
     if not isinstance(data, str):
-        raise _refuse(
+        raise refuse(
             f"{param}.file_data",
             f"'{param}' must give its file inline as 'file_data' (a base64 data: URL): a file_id or "
             "file_url names a file this model's provider cannot fetch.",
@@ -284,7 +279,7 @@ def _add_function_call(messages: list[dict[str, Any]], item: dict[str, Any], par
     call_id, name, arguments = item.get("call_id"), item.get("name"), item.get("arguments")
     for field, value in (("call_id", call_id), ("name", name), ("arguments", arguments)):
         if not isinstance(value, str) or (field != "arguments" and not value):
-            raise _refuse(f"{param}.{field}", f"'{param}.{field}' must be a string.", "invalid_type")
+            raise refuse(f"{param}.{field}", f"'{param}.{field}' must be a string.", "invalid_type")
     call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
     last = messages[-1] if messages else None
     # Calls the model made in one turn are one assistant message in chat completions.
@@ -299,32 +294,32 @@ def _add_function_call(messages: list[dict[str, Any]], item: dict[str, Any], par
 def _function_output(item: dict[str, Any], param: str) -> dict[str, Any]:
     call_id, output = item.get("call_id"), item.get("output")
     if not isinstance(call_id, str) or not call_id:
-        raise _refuse(f"{param}.call_id", f"'{param}.call_id' must be a string.", "invalid_type")
+        raise refuse(f"{param}.call_id", f"'{param}.call_id' must be a string.", "invalid_type")
     if isinstance(output, list):
         # A tool may answer with content parts; chat completions' tool message takes their text.
         texts = [part.get("text") if isinstance(part, dict) else None for part in output]
         if not all(isinstance(text, str) for text in texts):
-            raise _refuse(
+            raise refuse(
                 f"{param}.output",
                 f"'{param}.output' may hold text parts only for this model's provider.",
             )
         output = "".join(texts)  # type: ignore[arg-type]
     if not isinstance(output, str):
-        raise _refuse(f"{param}.output", f"'{param}.output' must be a string.", "invalid_type")
+        raise refuse(f"{param}.output", f"'{param}.output' must be a string.", "invalid_type")
     return {"role": "tool", "tool_call_id": call_id, "content": output}
 
 
 def _tool(tool: Any, param: str) -> dict[str, Any]:
     kind = tool.get("type") if isinstance(tool, dict) else None
     if kind != "function":
-        raise _refuse(
+        raise refuse(
             f"{param}.type",
             f"'{param}' is a {kind!r} tool, which only OpenAI runs: this model's provider takes "
             "function tools only.",
         )
     name = tool.get("name")
     if not isinstance(name, str) or not name:
-        raise _refuse(f"{param}.name", f"'{param}.name' must be a string.", "invalid_type")
+        raise refuse(f"{param}.name", f"'{param}.name' must be a string.", "invalid_type")
     function: dict[str, Any] = {"name": name}
     for field in ("description", "parameters", "strict"):
         if tool.get(field) is not None:
@@ -337,7 +332,7 @@ def _tool_choice(choice: Any) -> Any:
         return choice
     if isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("name"), str):
         return {"type": "function", "function": {"name": choice["name"]}}
-    raise _refuse(
+    raise refuse(
         "tool_choice",
         '\'tool_choice\' must be auto, none, required or a function ({"type": "function", "name": ...}) '
         "for this model's provider.",
@@ -361,7 +356,7 @@ def _response_format(text: Any) -> dict[str, Any] | None:
             if fmt.get(field) is not None:
                 schema[field] = fmt[field]
         return {"type": "json_schema", "json_schema": schema}
-    raise _refuse(
+    raise refuse(
         "text.format.type", "'text.format.type' must be text, json_object or json_schema.", "invalid_value"
     )
 
@@ -372,17 +367,7 @@ def _of(mapping: dict[str, Any], name: str, kind: type, default: Any) -> Any:
     return value if isinstance(value, kind) and not isinstance(value, bool) else default
 
 
-def _list(value: Any, param: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise _refuse(param, f"'{param}' must be an array.", "invalid_type")
-    return value
-
-
 # --- Answers: chat completions' answer, as a Response --------------------------------------------
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex}"
 
 
 def response_usage(usage: Usage | None) -> dict[str, Any] | None:

@@ -1,0 +1,23 @@
+"""What both bridges read and write the same way: a refusal naming its field, an array, an id."""
+
+import uuid
+from typing import Any
+
+from apps.core.errors import InvalidRequest
+
+
+def refuse(param: str, message: str, code: str = "unsupported_parameter") -> InvalidRequest:
+    """A 400 whose ``param`` names the field the bridge cannot take (raise it)."""
+    return InvalidRequest(message, code=code, param=param)
+
+
+def array(value: Any, param: str) -> list[Any]:
+    """``value`` if it is an array, else a 400 naming ``param``."""
+    if not isinstance(value, list):
+        raise refuse(param, f"'{param}' must be an array.", "invalid_type")
+    return value
+
+
+def new_id(prefix: str) -> str:
+    """An id of the gateway's own for what it writes (resp_..., msg_..., fc_...)."""
+    return f"{prefix}_{uuid.uuid4().hex}"

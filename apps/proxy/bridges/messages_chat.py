@@ -19,7 +19,7 @@ from apps.catalog.pricing import Usage
 from apps.core.errors import InvalidRequest
 
 from ..adapters.base import StreamTranslator, UpstreamProtocolError, dumps, named_sse
-from .common import array, new_id, refuse
+from .common import array, new_id, refuse, unanswered_call
 from .streams import OverChat
 
 # Fields that ask nothing of the upstream's answer, or only hint at how to serve it: never sent.
@@ -116,20 +116,11 @@ def _system(system: Any) -> list[dict[str, Any]]:
 
 def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     messages = _turns(body)
-    waiting: list[str] = []
-    for message in messages:
-        if message["role"] == "tool":
-            if message["tool_call_id"] in waiting:
-                waiting.remove(message["tool_call_id"])
-            continue
-        if waiting:
-            break
-        waiting = [call["id"] for call in message.get("tool_calls") or ()]
-    if waiting:
+    if (call_id := unanswered_call(messages)) is not None:
         # As Anthropic answers it: each tool_use is answered by its tool_result in the next turn.
         raise refuse(
             "messages",
-            f"tool_use ids were found without tool_result blocks immediately after: {waiting[0]}.",
+            f"tool_use ids were found without tool_result blocks immediately after: {call_id}.",
             "invalid_value",
         )
     return messages

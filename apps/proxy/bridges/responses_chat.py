@@ -18,7 +18,7 @@ from typing import Any
 from apps.catalog.pricing import Usage
 
 from ..adapters.base import StreamTranslator, dumps
-from .common import array, new_id, refuse
+from .common import array, new_id, refuse, unanswered_call
 from .streams import OverChat
 
 # Fields that ask nothing of the upstream's answer, or that the gateway itself honours: never sent.
@@ -159,18 +159,9 @@ def messages_of(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _require_outputs(messages: list[dict[str, Any]]) -> None:
     """Every function call answered by its output before the conversation goes on, as OpenAI
-    requires (a chat upstream would refuse it less clearly)."""
-    waiting: list[str] = []
-    for message in messages:
-        if message["role"] == "tool":
-            if message["tool_call_id"] in waiting:
-                waiting.remove(message["tool_call_id"])
-            continue
-        if waiting:
-            break
-        waiting = [call["id"] for call in message.get("tool_calls") or ()]
-    if waiting:
-        raise refuse("input", f"No tool output found for function call {waiting[0]}.", "invalid_value")
+    requires."""
+    if (call_id := unanswered_call(messages)) is not None:
+        raise refuse("input", f"No tool output found for function call {call_id}.", "invalid_value")
 
 
 def _add_item(messages: list[dict[str, Any]], item: Any, param: str) -> None:

@@ -24,11 +24,11 @@ migrate: install
 admin: migrate
 	$(BIN)/python manage.py bootstrap_admin
 
-# Migrates, creates the first admin when there is none, and serves the gateway with Daphne on
-# $(HOST):$(PORT), with a Celery worker and beat beside it. Ctrl-C or SIGTERM stops both, the
+# Migrates, creates the first admin when there is none, collects the static files when they changed
+# (`manage.py prepare`, one process), and serves the gateway with Daphne on $(HOST):$(PORT), with a
+# Celery worker (beat and the audit ingest in it) beside it. Ctrl-C or SIGTERM stops both, the
 # server draining its requests first (docs/operations.md, "Stopping").
-run: admin
-	$(BIN)/python manage.py collectstatic --noinput -v0
+run: install
 	GATEWAY_BIN_DIR=$(BIN) scripts/run.sh
 
 lint: install

@@ -21,11 +21,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gateway_project.settings")
 
 django_app = get_asgi_application()  # sets Django up before the proxy imports models
 
-from apps.console.routing import websocket_urlpatterns  # noqa: E402
 from apps.core import shutdown  # noqa: E402
-from apps.core.api.exceptions import error_body as management_error_body  # noqa: E402
+from apps.core.errors import error_body as management_error_body  # noqa: E402
 from apps.proxy.app import proxy_app  # noqa: E402
 from gateway_project.client_address import trust_forwarded_for  # noqa: E402
+from gateway_project.health import PROBES, health_app  # noqa: E402
 from gateway_project.websocket_origin import ConsoleOriginValidator  # noqa: E402
 
 
@@ -51,6 +51,8 @@ async def http_app(scope, receive, send):
         await proxy_app(scope, receive, send)  # refuses itself while stopping, with an audit entry
     elif shutdown.state.draining:
         await refuse_while_stopping(send)
+    elif path in PROBES:
+        await health_app(scope, receive, send)  # not Django's handler: probes load no management code
     else:
         await django_app(scope, receive, send)
 
@@ -67,10 +69,25 @@ async def refuse_while_stopping(send) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+class ConsoleSockets:
+    """The console's WebSocket routes (apps/console/routing.py), built on the first WebSocket: the
+    console's code loads when someone opens its live tail, not in every server process at start-up."""
+
+    def __init__(self) -> None:
+        self.app = None
+
+    async def __call__(self, scope, receive, send):
+        if self.app is None:
+            from apps.console.routing import websocket_urlpatterns
+
+            self.app = URLRouter(websocket_urlpatterns)
+        return await self.app(scope, receive, send)
+
+
 # X-Forwarded-For is believed only from GATEWAY_TRUSTED_PROXIES; with none, http_app is served as is.
 application = ProtocolTypeRouter(
     {
         "http": trust_forwarded_for(http_app, settings.GATEWAY_TRUSTED_PROXIES),
-        "websocket": ConsoleOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": ConsoleOriginValidator(AuthMiddlewareStack(ConsoleSockets())),
     }
 )

@@ -1,9 +1,54 @@
+"""What ``celery -A gateway_project`` finds: the gateway's app (apps/core/background.py) and the
+threads a worker runs beside its tasks.
+
+- The outbox ingest (apps/outbox/worker.py), in every worker: a node with a worker needs no ingest
+  process.
+- Beat as a thread, with ``--beat-thread`` (``make run``): one process fewer than ``-B``, whose beat is
+  a child process holding a second copy of Django (docs/benchmarks.md, "Issue 23"). A deployment
+  with several workers runs one beat on its own (``celery beat``), or ``--beat-thread`` on one worker.
+"""
+
 import os
 
-from celery import Celery
+from celery import bootsteps
+from click import Option
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gateway_project.settings")
+from apps.core.background import app
+from apps.outbox import worker as outbox_worker
 
-app = Celery("gateway")
-app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()
+__all__ = ("app",)
+
+# Celery runs Django's system checks as a worker starts: they load every URL, the admin and the API
+# into a process that needs none of them (40 MiB and seconds). The suite runs them
+# (tests/test_deployment.py), and `manage.py check` does on demand.
+os.environ.setdefault("CELERY_SKIP_CHECKS", "true")
+
+outbox_worker.connect()
+
+
+class BeatThread(bootsteps.StartStopStep):
+    """Celery's embedded beat (``-B``) as a thread of the worker rather than a child process; it reads
+    the same ``--schedule`` file."""
+
+    label = "Beat (thread)"
+    conditional = True
+
+    def __init__(self, worker, beat_thread=False, **options):
+        self.enabled = bool(beat_thread)
+        super().__init__(worker, **options)
+
+    def create(self, worker):
+        from celery.beat import EmbeddedService
+
+        return EmbeddedService(
+            worker.app,
+            thread=True,
+            schedule_filename=worker.schedule_filename,
+            scheduler_cls=worker.scheduler,
+        )
+
+
+app.user_options["worker"].add(
+    Option(["--beat-thread"], is_flag=True, default=False, help="Run beat as a thread of this worker.")
+)
+app.steps["worker"].add(BeatThread)

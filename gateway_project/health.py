@@ -14,8 +14,16 @@ finish (the clients' own timeouts end it), and until it has, that part is not st
 probe every few seconds against a hung database never piles up threads.
 
 What is reported never holds a secret: no URL, and error texts scrubbed of credentials.
+
+Served two ways: ``health_app`` answers both probes on the lean path (gateway_project/asgi.py), so a
+load balancer's probes never load the management URLs, the admin or DRF into a server process that
+only proxies (docs/benchmarks.md, "Issue 23"); the Django views below answer them through the URL
+configuration (the test client).
 """
 
+import asyncio
+import functools
+import json
 import os
 import re
 import threading
@@ -75,22 +83,41 @@ def check_redis() -> dict[str, Any]:
 
 
 def check_broker() -> dict[str, Any]:
-    from gateway_project.celery import app
+    """The broker of the embedded default (a folder) and Redis are checked without loading Celery in
+    a server process; any other broker through Celery's connection."""
+    url = getattr(settings, "CELERY_BROKER_URL", "")
+    scheme = url.split("://", 1)[0]
+    if scheme == "filesystem":
+        return _file_broker_report({"ok": True, "transport": "filesystem"})
+    if scheme in ("redis", "rediss"):
+        _broker_client(url).ping()
+        return {"ok": True, "transport": "redis"}
+    from apps.core.background import app
 
     with app.connection_for_write() as connection:
         connection.connect_timeout = BROKER_CONNECT_SECONDS
         connection.ensure_connection(max_retries=1, interval_start=0, timeout=BROKER_CONNECT_SECONDS)
         transport = connection.transport_cls
-    report: dict[str, Any] = {"ok": True, "transport": str(transport)}
-    if transport == "filesystem":
-        # Connecting to the file broker touches no folder: a missing or read-only queue folder
-        # shows only when a task is sent.
-        options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {})
-        folders = {options.get("data_folder_in"), options.get("data_folder_out")} - {None}
-        unusable = [folder for folder in folders if not os.access(folder, os.W_OK | os.X_OK)]
-        if unusable:
-            return {**report, "ok": False, "error": "the file broker's queue folder is missing or read-only"}
+    return {"ok": True, "transport": str(transport)}
+
+
+def _file_broker_report(report: dict[str, Any]) -> dict[str, Any]:
+    # A missing or read-only queue folder would show only when a task is sent.
+    options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {})
+    folders = {options.get("data_folder_in"), options.get("data_folder_out")} - {None}
+    unusable = [folder for folder in folders if not os.access(folder, os.W_OK | os.X_OK)]
+    if unusable:
+        return {**report, "ok": False, "error": "the file broker's queue folder is missing or read-only"}
     return report
+
+
+@functools.cache
+def _broker_client(url: str):
+    """One client per broker URL, kept: a probe every few seconds reuses its connection. A broker
+    that accepts and never answers is left to the probe's deadline, then to this read timeout."""
+    import redis
+
+    return redis.Redis.from_url(url, socket_connect_timeout=BROKER_CONNECT_SECONDS, socket_timeout=5)
 
 
 def check_outbox() -> dict[str, Any]:
@@ -193,7 +220,7 @@ def _secrets() -> list[str]:
     return [secret for secret in found if len(secret) >= 4]
 
 
-# --- The view -----------------------------------------------------------------------------------
+# --- The view, and the lean path ----------------------------------------------------------------
 
 
 @never_cache
@@ -203,3 +230,26 @@ def readyz(request) -> JsonResponse:
     return JsonResponse(
         {"status": "ready" if ready else "unavailable", "checks": report}, status=200 if ready else 503
     )
+
+
+PROBES = ("/healthz", "/readyz")
+_PROBE_HEADERS = [
+    (b"content-type", b"application/json"),
+    (b"cache-control", b"max-age=0, no-cache, no-store, must-revalidate, private"),
+    (b"x-content-type-options", b"nosniff"),
+]
+
+
+async def health_app(scope, receive, send) -> None:
+    """``/healthz`` and ``/readyz`` (``PROBES``) as the views above answer them, without Django's
+    handler; the checks run on a thread, so a slow part never holds the event loop."""
+    if scope["path"] == "/healthz":
+        status, body = 200, {"status": "ok"}
+    else:
+        ready, report = await asyncio.to_thread(readiness)
+        status = 200 if ready else 503
+        body = {"status": "ready" if ready else "unavailable", "checks": report}
+    encoded = json.dumps(body).encode()
+    headers = [*_PROBE_HEADERS, (b"content-length", str(len(encoded)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else encoded})

@@ -20,8 +20,9 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[:
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
-    "daphne",
-    "django.contrib.admin",
+    # Not "daphne": its app config imports Twisted, which only the server process needs (it serves
+    # through gateway_project/serve.py); Celery workers and management commands stay without it.
+    "django.contrib.admin.apps.SimpleAdminConfig",  # autodiscovered by urls.py, on first use
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -34,7 +35,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI and Redoc served from here, not from a CDN
     "django_htmx",  # htmx served from the package's static files, not from a CDN
     # Console sign-in (docs/sso.md): allauth's login flow with its two-factor stage, and OpenID
-    # Connect single sign-on through the organizations' connections (apps/sso/provider.py).
+    # Connect single sign-on through the organizations' connections (apps/sso/oidc.py).
     "allauth",
     "allauth.account",
     "allauth.socialaccount",

@@ -5,6 +5,10 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from apps.core import views as core_views
 from gateway_project import health
 
+# The admin modules register here, when the first request outside /v1/ loads this URLconf, not at
+# start-up (SimpleAdminConfig in INSTALLED_APPS): the proxy never loads the admin or DRF.
+admin.autodiscover()
+
 api_v1 = [
     path("", include("apps.accounts.api.urls")),
     path("", include("apps.organizations.api.urls")),

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Serves the gateway embedded: the server (Daphne, gateway_project/serve.py) and one Celery worker.
-# The worker runs its tasks one at a time (solo pool), beat beside it (-B), and the audit ingest as a
-# thread (apps/outbox/worker.py): the server appends each request's entry to the spool, the worker
-# writes the spool to the database. Three processes, about 330 MiB resident when idle
-# (docs/benchmarks.md, "Memory"); the production layout is in README.md.
+# Serves the gateway embedded: the server (Daphne, gateway_project/serve.py) and one Celery worker,
+# after `manage.py prepare` (migrations, the first admin, the static files when they changed). The
+# worker runs its tasks one at a time (solo pool), with beat and the audit ingest as threads of it
+# (gateway_project/celery.py): the server appends each request's entry to the spool, the worker
+# writes the spool to the database. Two Python processes beside this shell (docs/benchmarks.md,
+# "Memory"); the production layout is in README.md.
 #
 # SIGTERM or SIGINT (Ctrl-C, `docker stop`, `kill`) stops it all and exits 0: the server first (it
 # drains its requests for up to GATEWAY_SHUTDOWN_GRACE_SECONDS and seals its spool), then the worker
@@ -14,11 +15,7 @@ cd "$(dirname "$0")/.."
 BIN=${GATEWAY_BIN_DIR:-.venv/bin}
 DATA_DIR=${GATEWAY_DATA_DIR:-.gateway}
 mkdir -p "$DATA_DIR"
-# The console's pages need the collected static files' manifest: collected here when there is none
-# (run on its own, as a container's entry point); `make run` collects every time, keeping it fresh.
-if [[ ! -f ${STATIC_ROOT:-$DATA_DIR/staticfiles}/staticfiles.json ]]; then
-    "$BIN/python" manage.py collectstatic --noinput -v0
-fi
+"$BIN/python" manage.py prepare
 
 server="" worker="" stopping=""
 stop() {
@@ -37,7 +34,7 @@ trap 'stop; exit 0' INT TERM
 trap 'if [[ -z $stopping ]]; then stop; fi' EXIT
 
 # At a lower CPU priority: on a laptop the requests come first, the log and the tasks after.
-nice -n 10 "$BIN/celery" -A gateway_project worker -B --pool solo \
+nice -n 10 "$BIN/celery" -A gateway_project worker --beat-thread --pool solo \
     --schedule "$DATA_DIR/celerybeat-schedule" --loglevel "${CELERY_LOG_LEVEL:-WARNING}" &
 worker=$!
 

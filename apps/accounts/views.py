@@ -2,29 +2,18 @@
 shown inside the console: the same views, with the console's navigation (``console`` in the
 context, as apps/console/access.py builds it).
 
-The console sits above accounts, so it adds its context through ``register_page_context`` in its
-``AppConfig.ready`` (every process runs it) rather than being imported here.
+The console sits above accounts, so it adds its context through ``register_page_context``
+(page_context.py) rather than being imported here.
 """
-
-from collections.abc import Callable
 
 from allauth.account import views as account_views
 from allauth.mfa.base import views as mfa_views
 from allauth.mfa.recovery_codes import views as recovery_views
 from allauth.mfa.totp import views as totp_views
-from django.http import HttpRequest
 from django.utils.decorators import method_decorator
 from django.views.decorators.cache import never_cache
 
-PageContext = Callable[[HttpRequest], dict]
-
-# What the pages of a signed-in person add to their context, in the order registered.
-page_contexts: list[PageContext] = []
-
-
-def register_page_context(page_context: PageContext) -> None:
-    if page_context not in page_contexts:  # ready() may run more than once in a test process
-        page_contexts.append(page_context)
+from .page_context import page_contexts
 
 
 class ConsolePage:

@@ -9,8 +9,8 @@ class ConsoleConfig(AppConfig):
         """Registers the console's navigation (``console`` in the context) for the pages accounts
         serves to a signed-in person (apps/accounts/views.py): accounts is below the console and
         cannot import it."""
-        from apps.accounts.views import register_page_context
+        from apps.accounts.page_context import register_page_context
+        from apps.core.lazy import imported
 
-        from .access import console_context
-
-        register_page_context(console_context)
+        # The console's code loads on its first page, not when a server process starts.
+        register_page_context(imported("apps.console.access.console_context"))

@@ -100,3 +100,12 @@ class ServiceUnavailable(GatewayError):
     status = 503
     type = "service_unavailable_error"
     code = "service_unavailable"
+
+
+def error_body(error_type: str, code: str, message: str, fields: dict | None = None) -> dict:
+    """The management API's error shape (docs/errors.md): what apps/core/api/exceptions.py renders,
+    and what a server that is stopping answers outside the proxy (gateway_project/asgi.py)."""
+    body = {"type": error_type, "code": code, "message": message}
+    if fields:
+        body["fields"] = fields
+    return {"error": body}

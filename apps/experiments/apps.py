@@ -7,8 +7,7 @@ class ExperimentsConfig(AppConfig):
 
     def ready(self) -> None:
         from apps.audit.services import on_entries_written
-
-        from .services import feedback_written_entries
+        from apps.core.lazy import imported
 
         # Feedback sent before its request's entry was written is attached as the ingest writes it.
-        on_entries_written(feedback_written_entries)
+        on_entries_written(imported("apps.experiments.services.feedback_written_entries"))

@@ -7,13 +7,14 @@ variant's sorted latencies, as analytics does); one grouped query gives the feed
 and intervals are scipy's, from those summary statistics.
 """
 
+import functools
 import math
 from decimal import Decimal
+from statistics import NormalDist
 from typing import Any
 
 from django.db.models import Avg, Count, F, FloatField, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Cast
-from scipy import stats
 
 from apps.audit.models import AuditEntry
 from apps.core.percentiles import percentiles_for
@@ -26,10 +27,27 @@ POWER = 0.8
 # The effect the minimum sample size is computed for: Cohen's "small" effect, h = 0.2 for a rate
 # (arcsine difference) and d = 0.2 for a mean (difference over the pooled standard deviation).
 EFFECT_SIZE = 0.2
-_Z = stats.norm.ppf(1 - ALPHA / 2)
-_Z_POWER = stats.norm.ppf(POWER)
-MIN_N_RATE = math.ceil(((_Z + _Z_POWER) / EFFECT_SIZE) ** 2)
-MIN_N_MEAN = math.ceil(2 * ((_Z + _Z_POWER) / EFFECT_SIZE) ** 2)
+
+
+@functools.cache
+def _scipy_stats():
+    """SciPy's statistics (with NumPy, 74 MiB), loaded on the first results page, not with the
+    management URLs a server process loads for its first console page or health check."""
+    from scipy import stats
+
+    return stats
+
+
+@functools.cache
+def _z() -> float:
+    """The two-sided z for the confidence level."""
+    return _scipy_stats().norm.ppf(1 - ALPHA / 2)
+
+
+# The minimum sample sizes (whole numbers: the standard library's normal quantiles give the same).
+_Z_SUM = NormalDist().inv_cdf(1 - ALPHA / 2) + NormalDist().inv_cdf(POWER)
+MIN_N_RATE = math.ceil((_Z_SUM / EFFECT_SIZE) ** 2)
+MIN_N_MEAN = math.ceil(2 * (_Z_SUM / EFFECT_SIZE) ** 2)
 
 NOT_ENOUGH_DATA = "not enough data"
 NO_DIFFERENCE = "no difference"
@@ -171,7 +189,7 @@ def _moments(n: int, mean, sum_of_squares) -> dict:
     if n < 2 or sum_of_squares is None:
         return {"n": n, "mean": mean, "variance": None, "ci95": None}
     variance = max((float(sum_of_squares) - n * mean * mean) / (n - 1), 0.0)
-    half = stats.t.ppf(1 - ALPHA / 2, n - 1) * math.sqrt(variance / n)
+    half = _scipy_stats().t.ppf(1 - ALPHA / 2, n - 1) * math.sqrt(variance / n)
     return {"n": n, "mean": mean, "variance": variance, "ci95": [mean - half, mean + half]}
 
 
@@ -179,16 +197,17 @@ def _wilson(k: int, n: int) -> list[float] | None:
     if not n:
         return None
     p = k / n
-    denominator = 1 + _Z**2 / n
-    center = (p + _Z**2 / (2 * n)) / denominator
-    half = _Z * math.sqrt(p * (1 - p) / n + _Z**2 / (4 * n * n)) / denominator
+    z = _z()
+    denominator = 1 + z**2 / n
+    center = (p + z**2 / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z**2 / (4 * n * n)) / denominator
     return [max(center - half, 0.0), min(center + half, 1.0)]
 
 
 def quantile_fractions(q: float, n: int) -> tuple[float, float]:
     """The fractions whose values bound the q-quantile with 95 % confidence: the order statistics
     q ± z·sqrt(q(1-q)/n) (distribution-free; normal approximation to the binomial)."""
-    half = _Z * math.sqrt(q * (1 - q) / n)
+    half = _z() * math.sqrt(q * (1 - q) / n)
     return max(q - half, 0.0), min(q + half, 1.0)
 
 
@@ -272,8 +291,8 @@ def _rate_comparison(control: dict, variant: dict) -> dict:
         pooled = (k1 + k2) / (n1 + n2)
         se_pooled = math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
         # Both rates 0 (or both 1): no evidence of any difference.
-        p_value = 1.0 if se_pooled == 0 else float(2 * stats.norm.sf(abs(difference) / se_pooled))
-        half = _Z * math.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2)
+        p_value = 1.0 if se_pooled == 0 else float(2 * _scipy_stats().norm.sf(abs(difference) / se_pooled))
+        half = _z() * math.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2)
         result |= {
             "difference": difference,
             "difference_ci95": [difference - half, difference + half],
@@ -305,7 +324,8 @@ def _mean_comparison(control: dict, variant: dict, metric: str, key: str, *, low
             p_value, half = (1.0 if difference == 0 else 0.0), 0.0
         else:
             p_value = float(
-                stats.ttest_ind_from_stats(
+                _scipy_stats()
+                .ttest_ind_from_stats(
                     b["mean"],
                     math.sqrt(b["variance"]),
                     b["n"],
@@ -313,10 +333,11 @@ def _mean_comparison(control: dict, variant: dict, metric: str, key: str, *, low
                     math.sqrt(a["variance"]),
                     a["n"],
                     equal_var=False,
-                ).pvalue
+                )
+                .pvalue
             )
             df = (se2a + se2b) ** 2 / (se2a**2 / (a["n"] - 1) + se2b**2 / (b["n"] - 1))
-            half = stats.t.ppf(1 - ALPHA / 2, df) * math.sqrt(se2a + se2b)
+            half = _scipy_stats().t.ppf(1 - ALPHA / 2, df) * math.sqrt(se2a + se2b)
         result |= {
             "difference": difference,
             "difference_ci95": [difference - half, difference + half],

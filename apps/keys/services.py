@@ -7,7 +7,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.accounts.models import User
-from apps.core.api.serializers import validated
 from apps.core.errors import invalid_field
 from apps.core.generations import bump_generation
 from apps.core.model_patterns import checked_model_patterns
@@ -17,7 +16,6 @@ from apps.limits.services import UNSET, limits_set
 from apps.organizations.models import Organization
 
 from . import revocation
-from .inputs import ApiKeyChangeInputSerializer, ApiKeyInputSerializer
 from .models import ApiKey
 from .secrets import api_key_digest, api_key_prefix, generate_api_key
 
@@ -35,6 +33,12 @@ def api_key_check(*, organization: Organization, data: Mapping, partial: bool = 
     (apps/core/model_patterns.py). Raises ``InvalidRequest`` naming each field at fault (``team_id``,
     ``expires_at``). The budget and rate limits are parsed here with the limits' fields; their rules
     are ``limits_set``'s."""
+    # The input serializers (DRF) load on a key's first write, not in a server process that only
+    # proxies: it imports this module for ``api_keys_mark_used``.
+    from apps.core.api.serializers import validated
+
+    from .inputs import ApiKeyChangeInputSerializer, ApiKeyInputSerializer
+
     serializer = ApiKeyChangeInputSerializer if partial else ApiKeyInputSerializer
     values = dict(validated(serializer, data, partial=partial, context={"organization": organization}))
     expires_at = values.get("expires_at")

@@ -7,11 +7,9 @@ from typing import Any
 
 from django.db import transaction
 
-from apps.core.api.serializers import validated
 from apps.core.errors import InvalidRequest, invalid_field, invalid_fields
 from apps.core.generations import bump_generation
 
-from .inputs import LimitsInputSerializer
 from .models import DEFAULT_THRESHOLDS, BudgetPeriod, Limits
 
 UNSET: Any = object()
@@ -27,6 +25,12 @@ def limits_check(
     of ``organization`` (not both; none: the organization's own); ``adding`` (the admin's add form)
     must set a budget or a rate limit. Raises ``InvalidRequest`` naming the field (``budget.thresholds``,
     ``team``)."""
+    # The input serializer (DRF) loads on the first write of limits, not in a server process that
+    # only proxies (it imports apps/keys/services.py, which imports this module).
+    from apps.core.api.serializers import validated
+
+    from .inputs import LimitsInputSerializer
+
     _check_target(organization, team=team, api_key=api_key)
     given = {"budget": budget, "rate_limits": rate_limits}
     values = dict(

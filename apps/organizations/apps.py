@@ -6,12 +6,9 @@ class OrganizationsConfig(AppConfig):
     label = "organizations"
 
     def ready(self) -> None:
-        """Registers the OpenAPI description of the management sessions (schema.py, for the
-        authentication class that lives here), and what a reclaimed account leaves in this app (its
+        """Registers what a reclaimed account leaves in this app (its
         memberships, apps/accounts/reclaim.py): accounts, below, cannot import organizations."""
         from apps.accounts import reclaim
+        from apps.core.lazy import imported
 
-        from . import schema  # noqa: F401
-        from .services import account_memberships_end
-
-        reclaim.register(account_memberships_end)
+        reclaim.register(imported("apps.organizations.services.account_memberships_end"))

@@ -64,3 +64,8 @@ class SessionTokenAuthentication(JWTAuthentication):
                 code="membership_not_found",
             )
         return user, SessionContext(token=token, organization=membership.organization, membership=membership)
+
+
+# The OpenAPI description of this class, for drf-spectacular: registered where the class loads (the
+# management API), not at start-up, where a server process that only proxies would load DRF's schema.
+from . import schema  # noqa: E402, F401

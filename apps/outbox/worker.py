@@ -60,6 +60,6 @@ def stop(**_) -> None:
 
 
 def connect() -> None:
-    """Called once at start-up (OutboxConfig.ready); the signals fire only in a Celery worker."""
+    """Called once, by gateway_project/celery.py as a worker loads its app."""
     signals.worker_ready.connect(start, weak=False)
     signals.worker_shutdown.connect(stop, weak=False)

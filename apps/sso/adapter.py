@@ -2,7 +2,7 @@
 
 The apps are the active connections, built when a request needs them: nothing is copied into
 allauth's ``SocialApp`` table, and the client secret stays encrypted in the connection
-(apps/sso/provider.py decrypts it for the token endpoint only). After the identity provider has
+(apps/sso/oidc.py decrypts it for the token endpoint only). After the identity provider has
 answered and its id_token passed the checks (signature, issuer, audience, expiry, nonce), the
 sign-in is accepted here only when:
 
@@ -34,8 +34,8 @@ from apps.organizations.models import Plan
 from . import addresses, saml, services
 from .errors import SignInRefused
 from .models import Protocol, SsoConnection
+from .oidc import PROVIDER
 from .policy import email_domain
-from .provider import PROVIDER
 from .selectors import domain_proved_by
 
 logger = logging.getLogger(__name__)

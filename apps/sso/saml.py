@@ -21,6 +21,7 @@ active, a paid plan, the email's domain allowed, just-in-time membership with th
 """
 
 import logging
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from allauth.account.internal.decorators import login_not_required
@@ -29,7 +30,6 @@ from allauth.socialaccount.helpers import complete_social_login
 from allauth.socialaccount.internal import statekit
 from allauth.socialaccount.models import SocialApp
 from allauth.socialaccount.providers.base.constants import AuthProcess
-from allauth.socialaccount.providers.saml import utils as saml_utils
 from allauth.socialaccount.providers.saml.provider import SAMLProvider
 from allauth.socialaccount.sessions import LoginSession
 from allauth.utils import build_absolute_uri
@@ -38,11 +38,14 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
-from onelogin.saml2.auth import OneLogin_Saml2_Auth
-from onelogin.saml2.errors import OneLogin_Saml2_Error, OneLogin_Saml2_ValidationError
 
 from . import state as server_state
 from .models import SsoConnection
+
+# python3-saml (with lxml and xmlsec) loads on a SAML sign-in, not when allauth registers this
+# module's provider at start-up: a server process that only proxies never loads it (issue 23).
+if TYPE_CHECKING:
+    from onelogin.saml2.auth import OneLogin_Saml2_Auth
 
 logger = logging.getLogger(__name__)
 
@@ -90,10 +93,13 @@ def social_app(connection: SsoConnection) -> SocialApp:
     )
 
 
-def build_auth(request: HttpRequest, provider) -> OneLogin_Saml2_Auth:
+def build_auth(request: HttpRequest, provider) -> "OneLogin_Saml2_Auth":
     """allauth's ``build_auth`` with the service provider's URLs built as the rest of the gateway
     builds its absolute URLs (``GATEWAY_HTTPS``), so what the console tells owners to register at
     the identity provider is what the checks compare with."""
+    from allauth.socialaccount.providers.saml import utils as saml_utils
+    from onelogin.saml2.auth import OneLogin_Saml2_Auth
+
     urls = sp_urls(request, provider.app.client_id)
     acs = urlsplit(urls["acs_url"])
     req = {
@@ -166,6 +172,8 @@ class SsoSamlProvider(SAMLProvider):
 
 
 def _provider(request: HttpRequest, connection_id: str) -> SsoSamlProvider:
+    from allauth.socialaccount.providers.saml import utils as saml_utils
+
     return saml_utils.get_app_or_404(request, connection_id).get_provider(request)
 
 
@@ -184,6 +192,8 @@ def finish_acs(request: HttpRequest, organization_slug: str) -> HttpResponse:
     the session). One to a sign-in started through the API is not, so this browser confirms it
     first with a POST (CSRF-checked), as for OpenID Connect: otherwise a response someone made for
     themselves and sent to another person would sign that person in to the sender's organization."""
+    from onelogin.saml2.errors import OneLogin_Saml2_Error, OneLogin_Saml2_ValidationError
+
     if request.method not in ("GET", "POST"):
         return HttpResponse(status=405, headers={"Allow": "GET, POST"})
     try:

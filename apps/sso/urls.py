@@ -43,7 +43,7 @@ urlpatterns = [
         account_pages.GenerateRecoveryCodesView.as_view(),
         name="mfa_generate_recovery_codes",
     ),
-    # Single sign-on (apps/sso/provider.py): the start, the identity provider's callback, errors.
+    # Single sign-on (apps/sso/oidc.py): the start, the identity provider's callback, errors.
     re_path(rf"^sso/(?P<provider_id>{UUID})/login/$", views.login, name="sso_login"),
     re_path(rf"^sso/(?P<provider_id>{UUID})/callback/$", views.callback, name="sso_callback"),
     # SAML 2.0 connections (apps/sso/saml.py): allauth's names and its ACS, the rest ours.

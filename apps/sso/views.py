@@ -1,5 +1,5 @@
 """The identity provider's side of a single sign-on, as allauth's OAuth2 views for
-apps/sso/provider.py: the start (``sso_login``, a POST) and the callback (``sso_callback``)."""
+apps/sso/oidc.py: the start (``sso_login``, a POST) and the callback (``sso_callback``)."""
 
 from allauth.socialaccount.helpers import render_authentication_error
 from allauth.socialaccount.internal import statekit
@@ -13,7 +13,7 @@ from requests import RequestException
 
 from . import state as server_state
 from .models import SsoConnection
-from .provider import SsoOAuth2Adapter
+from .oidc import SsoOAuth2Adapter
 
 
 class SsoCallbackView(OAuth2CallbackView):

@@ -9,8 +9,7 @@ class TeamsConfig(AppConfig):
         """Registers ``team_memberships_end`` with organizations' departures
         (apps/organizations/departures.py): a member removed from an organization, or a reclaimed
         account, leaves its teams, and organizations, below teams, cannot import them."""
+        from apps.core.lazy import imported
         from apps.organizations import departures
 
-        from .services import team_memberships_end
-
-        departures.register(team_memberships_end)
+        departures.register(imported("apps.teams.services.team_memberships_end"))

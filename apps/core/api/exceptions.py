@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework_simplejwt.exceptions import InvalidToken, TokenError
 
 from apps.core.database import UNREACHABLE_ERRORS, DatabaseUnavailable
-from apps.core.errors import GatewayError
+from apps.core.errors import GatewayError, error_body
 
 logger = logging.getLogger(__name__)
 
@@ -35,13 +35,6 @@ _DRF_ERRORS: dict[type[Exception], tuple[str, str]] = {
     drf.UnsupportedMediaType: ("invalid_request_error", "unsupported_media_type"),
     drf.Throttled: ("rate_limit_error", "throttled"),
 }
-
-
-def error_body(error_type: str, code: str, message: str, fields: dict | None = None) -> dict:
-    body = {"type": error_type, "code": code, "message": message}
-    if fields:
-        body["fields"] = fields
-    return {"error": body}
 
 
 def management_exception_handler(exc: Exception, context: dict) -> Response:

@@ -1,6 +1,9 @@
 """The OpenID Connect provider behind every SSO connection, for django-allauth (docs/sso.md).
 
-allauth finds this module by its name (``<app>.provider`` with ``provider_classes``). Each active
+Not named ``provider.py``: allauth imports every app's ``provider`` module as it starts, and this one
+brings allauth's OAuth2 client (requests) and JWT into every process; its classes register with
+allauth's registry when it is imported instead, by the adapter (apps/sso/adapter.py) and the sign-in
+views, before allauth looks a provider up. Each active
 ``SsoConnection`` is one allauth app of this provider, built at request time (apps/sso/adapter.py),
 whose ``provider_id`` is the connection's id. What it adds to allauth's ``openid_connect`` provider:
 
@@ -24,6 +27,7 @@ import secrets
 import jwt
 from allauth.socialaccount.adapter import get_adapter
 from allauth.socialaccount.internal import jwtkit
+from allauth.socialaccount.providers import registry
 from allauth.socialaccount.providers.base import Provider
 from allauth.socialaccount.providers.base.constants import AuthProcess
 from allauth.socialaccount.providers.oauth2.client import OAuth2Client, OAuth2Error
@@ -215,4 +219,5 @@ class SsoProvider(OpenIDConnectProvider):
 
 from .saml import SsoSamlProvider  # noqa: E402 (SAML 2.0 connections, apps/sso/saml.py)
 
-provider_classes = [SsoProvider, SsoSamlProvider]
+for _provider_class in (SsoProvider, SsoSamlProvider):
+    registry.register(_provider_class)

@@ -59,6 +59,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable  # the venv's interpreter: `make bench` runs this module with it
 DOC = ROOT / "docs" / "benchmarks.md"
 ASGI_APPLICATION = "gateway_project.asgi:application"
+# What `make run` and the production layout serve with: Daphne, with the drain on SIGTERM and the
+# garbage collector tuned (gateway_project/serve.py); it takes Daphne's arguments.
+SERVER_MODULE = "gateway_project.serve"
 WARM_UP = 300
 MESSAGES = [{"role": "user", "content": "Say hello in a few words."}]
 
@@ -347,7 +350,7 @@ def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: 
         [
             PYTHON,
             "-m",
-            "daphne",
+            SERVER_MODULE,
             *config.daphne_args,
             "-b",
             "127.0.0.1",
@@ -702,7 +705,17 @@ def sequential_l2_hits(
     port = free_port()
     server = processes.start(
         "daphne-without-l1",
-        [PYTHON, "-m", "daphne", *config.daphne_args, "-b", "127.0.0.1", "-p", str(port), ASGI_APPLICATION],
+        [
+            PYTHON,
+            "-m",
+            SERVER_MODULE,
+            *config.daphne_args,
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            ASGI_APPLICATION,
+        ],
         {**env, "GATEWAY_CACHE_L1_MAX_ENTRIES": "0"},
     )
     wait_until_healthy(server, port, "the gateway without L1")
@@ -729,7 +742,17 @@ def sequential_without_audit(config, env, processes, seeded, authorization, json
     port = free_port()
     server = processes.start(
         "daphne-without-audit",
-        [PYTHON, "-m", "daphne", *config.daphne_args, "-b", "127.0.0.1", "-p", str(port), ASGI_APPLICATION],
+        [
+            PYTHON,
+            "-m",
+            SERVER_MODULE,
+            *config.daphne_args,
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            ASGI_APPLICATION,
+        ],
         {**env, "GATEWAY_AUDIT_ENABLED": "false"},
     )
     wait_until_healthy(server, port, "the gateway without its audit path")

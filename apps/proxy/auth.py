@@ -11,6 +11,8 @@ on every request. A key this worker holds no copy of cannot be checked: 503 ``da
 at once while the outage is known, never a 401 (it may be valid) nor a 500.
 """
 
+import asyncio
+import functools
 import hmac
 import time
 from dataclasses import dataclass
@@ -169,6 +171,31 @@ async def _read_key(digest: str) -> AuthenticatedKey | None:
     return key
 
 
+# The reads in flight, by digest: the requests that find a key's cache entry expired at the same
+# moment (every connection of a busy client, once a minute) share one database read. Each read
+# queued its own on the one database thread, and 32 of them in a row were the worst stalls under
+# load (docs/benchmarks.md, "Issue 23").
+_reads_in_flight: dict[str, asyncio.Task] = {}
+
+
+async def _read_key_once(digest: str) -> AuthenticatedKey | None:
+    loop = asyncio.get_running_loop()
+    read = _reads_in_flight.get(digest)
+    if read is None or read.get_loop() is not loop:
+        read = loop.create_task(_read_key(digest))
+        _reads_in_flight[digest] = read
+        read.add_done_callback(functools.partial(_read_done, digest))
+    # Shielded: a client that leaves cancels its own wait, not the read the others wait for.
+    return await asyncio.shield(read)
+
+
+def _read_done(digest: str, read: asyncio.Task) -> None:
+    if _reads_in_flight.get(digest) is read:
+        del _reads_in_flight[digest]
+    if not read.cancelled():
+        read.exception()  # retrieved: every waiter may have left, and asyncio would log it
+
+
 async def authenticate(headers: dict[str, str]) -> AuthenticatedKey:
     """The key, from this worker's memory when it was looked up lately. Whether it has been revoked
     since is read with the request's admission (admission.py), in its one Redis round trip."""
@@ -176,7 +203,7 @@ async def authenticate(headers: dict[str, str]) -> AuthenticatedKey:
     digest = api_key_digest(token)
     cached, key = runtime.keys.get(digest)
     if not cached:
-        key = await _read_key(digest)
+        key = await _read_key_once(digest)
     if key is None:
         raise KeyRefused("Invalid API key, or the key has been revoked.", code="invalid_api_key")
     if key.expires_at is not None and key.expires_at <= timezone.now():

@@ -1,5 +1,6 @@
 """API-key authentication and the response headers on /v1/, through the gateway's ASGI app."""
 
+import asyncio
 import uuid
 from datetime import timedelta
 
@@ -143,3 +144,56 @@ async def test_last_used_at_is_recorded_off_the_request(proxy, organization):
     await runtime.key_usage.flush()
     await sync_to_async(api_key.refresh_from_db)()
     assert api_key.last_used_at is not None
+
+
+class KeyReads:
+    """Counts the database reads of API keys (auth's ``_load_key_async`` seam), each still the real
+    read, held until ``release()`` so the requests pile up behind the first."""
+
+    def __init__(self, load) -> None:
+        self.load = load
+        self.count = 0
+        self.gate = asyncio.Event()
+
+    async def __call__(self, digest: str):
+        self.count += 1
+        await self.gate.wait()
+        return await self.load(digest)
+
+    def release(self) -> None:
+        self.gate.set()
+
+
+@pytest.fixture
+def key_reads(monkeypatch):
+    from apps.proxy import auth
+
+    counting = KeyReads(auth._load_key_async)
+    monkeypatch.setattr(auth, "_load_key_async", counting)
+    return counting
+
+
+async def test_requests_with_a_key_this_worker_does_not_hold_share_one_read(proxy, organization, key_reads):
+    """Every connection of a busy client finds the key's cache entry expired at the same moment:
+    one database read serves them all (32 reads in a row were the worst stalls under load)."""
+    _, secret = await create_key(organization)
+    requests = [asyncio.create_task(proxy.get("/v1/models", headers=bearer(secret))) for _ in range(20)]
+    await asyncio.sleep(0.2)  # every request is waiting for the key by now
+    left = requests.pop()
+    left.cancel()  # a client that leaves: the read the others wait for goes on
+    key_reads.release()
+
+    responses = await asyncio.gather(*requests)
+    assert [response.status_code for response in responses] == [200] * 19
+    assert key_reads.count == 1
+    assert (await proxy.get("/v1/models", headers=bearer(secret))).status_code == 200
+    assert key_reads.count == 1  # held now
+
+
+async def test_requests_with_an_unknown_key_share_one_read_and_are_all_refused(proxy, db, key_reads):
+    requests = [proxy.get("/v1/models", headers=bearer("sk_live_" + "x" * 43)) for _ in range(10)]
+    key_reads.release()
+
+    responses = await asyncio.gather(*requests)
+    assert {response.status_code for response in responses} == {401}
+    assert key_reads.count == 1

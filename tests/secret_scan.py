@@ -29,7 +29,8 @@ MIN_SECRET_LENGTH = 12
 # audit record carries; no real key is part of the gateway's code.
 PRODUCT_SOURCES = ("apps", "gateway_project")
 MAX_FILE_BYTES = 64 * 2**20
-FERNET_TOKEN = re.compile(rb"gAAAAA[A-Za-z0-9_\-=]+")
+# Fernet tokens (secrets at rest, older spool lines) and sealed spool lines (apps/core/crypto.py).
+SEALED_TOKEN = re.compile(rb"gAAAAA[A-Za-z0-9_\-=]+|g1\.[A-Za-z0-9+/=]+")
 
 
 class Ledger:
@@ -59,7 +60,7 @@ class Ledger:
 
     def scan_bytes(self, data: bytes, where: str) -> None:
         self.scan(data.decode("utf-8", errors="replace"), where)
-        for token in FERNET_TOKEN.findall(data):
+        for token in SEALED_TOKEN.findall(data):
             plain = _decrypt(token)
             if plain is not None:
                 self.scan(plain.decode("utf-8", errors="replace"), f"{where} (decrypted)")
@@ -80,7 +81,7 @@ def _decrypt(token: bytes) -> bytes | None:
     from apps.core import crypto
 
     try:
-        return crypto.decrypt_bytes(token)
+        return crypto.open_line(token)
     except Exception:  # not one of ours, or not a token at all
         return None
 

@@ -19,7 +19,7 @@ def test_it_finds_a_secret_in_plain_text_and_names_it_by_fingerprint_only():
 def test_it_finds_a_secret_inside_an_encrypted_spool_line():
     ledger = Ledger()
     ledger.add(SECRET)
-    line = crypto.encrypt_bytes(b"pickled record holding " + SECRET.encode())
+    line = crypto.seal_line(b"pickled record holding " + SECRET.encode())
     ledger.scan_bytes(b"header\n" + line + b"\n", "spool file")
 
     assert ledger.findings == [f"spool file (decrypted): secret {ledger.findings[0].split()[-2]} (sk_l...)"]

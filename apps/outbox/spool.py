@@ -73,7 +73,7 @@ def encode(kind: str, payload: Any) -> bytes:
     """One line, newline included. Raises ``TypeError`` for a payload that is not plain."""
     buffer = io.BytesIO()
     _PlainPickler(buffer, protocol=5).dump((kind, payload))
-    return crypto.encrypt_bytes(buffer.getvalue()) + b"\n"
+    return crypto.seal_line(buffer.getvalue()) + b"\n"
 
 
 def decode(line: bytes) -> tuple[str, Any]:
@@ -81,7 +81,7 @@ def decode(line: bytes) -> tuple[str, Any]:
     try:
         # Authenticated first: nothing but this gateway's keys can make a line that gets unpickled,
         # and even then it may hold no class.
-        kind, payload = _PlainUnpickler(io.BytesIO(crypto.decrypt_bytes(line.strip()))).load()
+        kind, payload = _PlainUnpickler(io.BytesIO(crypto.open_line(line.strip()))).load()
     except crypto.InvalidToken as error:
         raise UnreadableLine("the line cannot be decrypted with GATEWAY_ENCRYPTION_KEYS") from error
     except Exception as error:  # an authenticated line that is not ours to read (a bug, not a client)

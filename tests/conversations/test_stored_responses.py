@@ -78,12 +78,12 @@ def test_a_turn_no_configured_key_decrypts_is_left_out(organization, settings):
 
     original = settings.GATEWAY_ENCRYPTION_KEYS
     settings.GATEWAY_ENCRYPTION_KEYS = ["ZmRmZGZkZmRmZGZkZmRmZGZkZmRmZGZkZmRmZGZkZmQ="]
-    crypto._fernet.cache_clear()
+    crypto.forget_keys()
     try:
         assert async_to_sync(services.recall)(str(organization.id), ["resp_1"], team_id=None) == {}
     finally:
         settings.GATEWAY_ENCRYPTION_KEYS = original
-        crypto._fernet.cache_clear()
+        crypto.forget_keys()
 
 
 def test_a_turn_is_found_by_requests_for_its_own_team_only(organization):

@@ -21,10 +21,10 @@ def encryption_keys(settings):
 
     def use(*keys: str) -> None:
         settings.GATEWAY_ENCRYPTION_KEYS = list(keys)
-        crypto._fernet.cache_clear()
+        crypto.forget_keys()
 
     yield use
-    crypto._fernet.cache_clear()  # before the settings fixture restores the real keys
+    crypto.forget_keys()  # before the settings fixture restores the real keys
 
 
 def reencrypt(**options) -> str:

@@ -62,7 +62,7 @@ def test_a_file_of_garbage_is_set_aside_and_the_files_after_it_are_written(datab
 
 def test_an_authenticated_line_that_holds_a_class_is_refused_not_unpickled(database, tmp_path):
     directory = tmp_path / "spool"
-    with_class = crypto.encrypt_bytes(pickle.dumps((KIND, {"id": "1", "cost": Decimal(1)}))) + b"\n"
+    with_class = crypto.seal_line(pickle.dumps((KIND, {"id": "1", "cost": Decimal(1)}))) + b"\n"
     write_sealed(directory, "1-1-1.spool", with_class + good(2))
 
     assert Ingest(directory, probe=lambda: True).run_once()

@@ -28,9 +28,9 @@ OPENAI_KEY = "9f8e7d6c-5b4a-4392-8a1b-0c9d8e7f6a71"
 def fixture_keys():
     """This gateway's keys are the ones the fixture was written with."""
     with override_settings(GATEWAY_ENCRYPTION_KEYS=[FIXTURE_KEY]):
-        crypto._fernet.cache_clear()
+        crypto.forget_keys()
         yield
-    crypto._fernet.cache_clear()
+    crypto.forget_keys()
 
 
 @pytest.fixture

@@ -20,10 +20,10 @@ OLD, NEW = Fernet.generate_key().decode(), Fernet.generate_key().decode()
 def encryption_keys(settings):
     def use(*keys: str) -> None:
         settings.GATEWAY_ENCRYPTION_KEYS = list(keys)
-        crypto._fernet.cache_clear()
+        crypto.forget_keys()
 
     yield use
-    crypto._fernet.cache_clear()
+    crypto.forget_keys()
 
 
 def test_webhook_secrets_move_to_the_new_key_and_keep_signing(encryption_keys, organization):

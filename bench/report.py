@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from .footprint import Footprint
 from .load import WrkResult
 from .sequential import Samples
+from .soak import TARGET_GROWTH, Soak
 
 BEGIN = "<!-- bench:begin -->"
 END = "<!-- bench:end -->"
@@ -22,6 +24,12 @@ TARGET_RPS = 600.0
 LITELLM_ADDED_P50_MS = 15.0
 LITELLM_RPS = 80.0
 LITELLM_CPU_MS = 16.0
+# Issue 23's targets, and LiteLLM 1.108.7 (one worker, no database) measured there.
+TARGET_START_S = 5.0
+TARGET_TREE_MIB = 250.0
+TARGET_SERVER_MIB = 120.0
+LITELLM_START_S = 6.8
+LITELLM_IDLE_MIB = 324.0
 
 
 @dataclass
@@ -98,6 +106,10 @@ class Results:
     semantic: dict | None = None
     # The Responses and Messages APIs, native and bridged, beside the chat case.
     apis: ApiCases | None = None
+    # `make run`: starts, stops and the idle tree (bench/footprint.py); None when skipped.
+    footprint: Footprint | None = None
+    # The Daphne process's RSS over BENCH_SOAK_REQUESTS requests (bench/soak.py); None when skipped.
+    soak: Soak | None = None
 
 
 def _ms(value: float) -> str:
@@ -106,6 +118,78 @@ def _ms(value: float) -> str:
 
 def _added_limit(added: float, limit: float) -> str:
     return "yes" if added <= limit else f"**no**, {added - limit:.2f} ms over"
+
+
+def _at_most(value: float, limit: float, unit: str) -> str:
+    return "yes" if value <= limit else f"**no**, {value - limit:,.1f} {unit} over"
+
+
+def footprint_rows(r: Results) -> list[tuple[str, ...]]:
+    """Issue 23's start-up, memory and soak figures, in the main table's columns (the gateway's
+    figure in "through gateway"; the direct column does not apply)."""
+    rows: list[tuple[str, ...]] = []
+    f = r.footprint
+    if f is not None:
+        rows.append(
+            (
+                f"`make run` to the first answer, median of {len(f.starts)}",
+                "",
+                f"{f.median_answer:.2f} s",
+                "",
+                f"<= {TARGET_START_S:g} s",
+                _at_most(f.median_answer, TARGET_START_S, "s"),
+                f"{LITELLM_START_S:g} s",
+            )
+        )
+        rows.append(
+            (
+                f"`make run` stop (SIGTERM to the tree gone), slowest of {len(f.starts)}",
+                "",
+                f"{f.slowest_stop:.2f} s" if f.slowest_stop is not None else "killed after 30 s",
+                "",
+                "",
+                "",
+                "",
+            )
+        )
+        if f.processes:
+            rows.append(
+                (
+                    "idle memory, the `make run` tree (RSS)",
+                    "",
+                    f"{f.rss_mib:.0f} MiB in {len(f.processes)} processes",
+                    "",
+                    f"<= {TARGET_TREE_MIB:g} MiB",
+                    _at_most(f.rss_mib, TARGET_TREE_MIB, "MiB"),
+                    f"{LITELLM_IDLE_MIB:g} MiB in 1 process",
+                )
+            )
+            server = f.server
+            rows.append(
+                (
+                    "idle memory, the server process (RSS)",
+                    "",
+                    f"{server.rss_mib:.0f} MiB" if server else "not found",
+                    "",
+                    f"<= {TARGET_SERVER_MIB:g} MiB",
+                    _at_most(server.rss_mib, TARGET_SERVER_MIB, "MiB") if server else "",
+                    "",
+                )
+            )
+    k = r.soak
+    if k is not None:
+        rows.append(
+            (
+                f"Daphne RSS after {k.first.requests:,} and {k.requests:,} requests",
+                "",
+                f"{k.first.rss_mib:.0f}, {k.rest.rss_mib:.0f} MiB ({k.growth:+.1%})",
+                "",
+                f"within {TARGET_GROWTH:.0%}",
+                "yes" if k.met else f"**no**, {k.growth - TARGET_GROWTH:.1%} over",
+                "",
+            )
+        )
+    return rows
 
 
 def table(r: Results) -> str:
@@ -194,6 +278,7 @@ def table(r: Results) -> str:
             "",
             f"~{LITELLM_CPU_MS:g} ms",
         ),
+        *footprint_rows(r),
     ]
     return "\n".join("| " + " | ".join(row) + " |" for row in rows)
 
@@ -369,6 +454,84 @@ def apis_section(a: ApiCases) -> str:
     return f"{lead}\n\n{table_text}"
 
 
+def footprint_section(f: Footprint) -> str:
+    """Each timed start and stop of `make run`, and its idle tree process by process."""
+    starts = "; ".join(
+        f"{s.answer_seconds:.2f} s (the server process spawned after "
+        + (f"{s.server_spawned_seconds:.2f} s" if s.server_spawned_seconds is not None else "?")
+        + f", listening after {s.listening_seconds:.2f} s, the tree idle after "
+        + (f"{s.settled_seconds:.0f} s" if s.settled_seconds is not None else "more than 90 s")
+        + (f", stopped in {s.stop_seconds:.2f} s)" if s.stop_seconds is not None else ", **killed**)")
+        for s in f.starts
+    )
+    slowest = (
+        f"{f.slowest_stop:.2f} s"
+        if f.slowest_stop is not None
+        else "**a start was still running 30 s after SIGTERM and was killed**"
+    )
+    lead = (
+        f"`make run` on an installed and migrated tree, in {f.layout} with its own data directory, "
+        f"{'once' if len(f.starts) == 1 else f'{len(f.starts)} times'}: from spawning `make run` to "
+        "the first 200 of a proxied chat completion "
+        f"(polled every 20 ms), median **{f.median_answer:.2f} s** (target <= {TARGET_START_S:g} s; "
+        f"LiteLLM {LITELLM_START_S:g} s); each start {starts}. Until the server process is spawned (its "
+        "start time in /proc against `make`'s) the time is `make`'s own steps (install check, migrate, "
+        "first admin, collectstatic, the start script); from then until it listens (its first accepted "
+        'connection), the server\'s imports and set-up; after that, the first request. "Idle" is when the '
+        "tree had kept the same processes and used under 5 % of a core for 2 s (the Celery worker "
+        "starts on after the server answers); each start was stopped only then, with SIGTERM to the "
+        f"process group, timed until no process of it was left: the slowest stop: {slowest}."
+    )
+    if not f.processes:
+        return lead
+    server = f.server
+    rows = [
+        ("process", "pid", "parent", "RSS", "PSS"),
+        ("---", "---:", "---:", "---:", "---:"),
+        *(
+            (
+                f"**{p.name}** (the server)" if p is server else p.name,
+                str(p.pid),
+                str(p.parent),
+                f"{p.rss_mib:.1f} MiB",
+                f"{p.pss_mib:.1f} MiB",
+            )
+            for p in f.processes
+        ),
+        (
+            "**the tree**",
+            "",
+            "",
+            f"**{f.rss_mib:.1f} MiB** (target <= {TARGET_TREE_MIB:g})",
+            f"**{f.pss_mib:.1f} MiB**",
+        ),
+    ]
+    memory = (
+        f"The last start's process tree, after {f.idle_requests} proxied requests and {f.idle_seconds:g} s "
+        "idle, walked in /proc from the `make` process: RSS from `/proc/<pid>/status`, PSS (pages shared "
+        "with a parent or a forked child shared out: what the tree really costs) from "
+        "`/proc/<pid>/smaps_rollup`. The server is the process holding the listening socket"
+        + (
+            f": {server.rss_mib:.1f} MiB RSS (target <= {TARGET_SERVER_MIB:g} MiB)."
+            if server
+            else "; none was found."
+        )
+    )
+    table_text = "\n".join("| " + " | ".join(row) + " |" for row in rows)
+    return f"{lead}\n\n{memory}\n\n{table_text}"
+
+
+def soak_note(k: Soak) -> str:
+    return (
+        f"The soak (bench/soak.py): {k.requests:,} requests to the same Daphne process after the cases "
+        f"above, every fourth streamed ({k.streams:,} streams), wrk at 32 connections, "
+        f"{k.requests / k.seconds:,.0f} requests/s over {k.seconds:.0f} s. Its RSS was "
+        f"{k.rss_before_mib:.1f} MiB before, {k.first.rss_mib:.1f} MiB after the first "
+        f"{k.first.requests:,} and {k.rest.rss_mib:.1f} MiB after all {k.requests:,}: **{k.growth:+.1%}** "
+        f"(target within {TARGET_GROWTH:.0%}: {'yes' if k.met else '**no**'})."
+    )
+
+
 def block(r: Results) -> str:
     warning = (
         f"**A noisy run: other processes used {r.others_cores:.2f} CPUs during it; run again on a "
@@ -392,6 +555,12 @@ def block(r: Results) -> str:
         policies_and_cache_note(r),
         "",
         *(["#### The Responses and Messages APIs", "", apis_section(r.apis), ""] if r.apis else []),
+        *(
+            ["#### Start-up, stop and idle memory of `make run`", "", footprint_section(r.footprint), ""]
+            if r.footprint
+            else []
+        ),
+        *(["#### The soak", "", soak_note(r.soak), ""] if r.soak else []),
         "### Profile of the latest run",
         "",
         r.profile

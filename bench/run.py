@@ -6,7 +6,10 @@ gateway: sequential latency, streaming time to first byte, and throughput at 32 
 wrk (with the Daphne process's CPU per request). OpenAI's Responses API and Anthropic's Messages
 API, each native and bridged, are measured the same way against the upstream endpoint the gateway
 calls for them, alternating with the chat case. It profiles the gateway under load with py-spy,
-prints a table and rewrites the generated block of docs/benchmarks.md.
+then soaks the same Daphne process with 200,000 requests, streams included, to see whether its
+memory stays flat (bench/soak.py). Before any of it, it times the real `make run` from start to the
+first proxied answer, and its stop, and reads its idle process tree's memory (bench/footprint.py),
+in the layout of the run. It prints a table and rewrites the generated block of docs/benchmarks.md.
 
 Settings (environment):
     BENCH_SECONDS           seconds per wrk run (default 10)
@@ -16,6 +19,9 @@ Settings (environment):
     BENCH_PROFILE_RAW       a file to keep py-spy's raw stacks in (for flamegraph.pl or speedscope)
     BENCH_WRITE_DOC         0 to print the table without touching docs/benchmarks.md
     BENCH_DAPHNE_ARGS       extra Daphne arguments, to try a change (e.g. "-v0": no access log)
+    BENCH_FOOTPRINT         0 skips timing `make run` and reading its memory (default 1)
+    BENCH_STARTS            timed starts of `make run` (default 3)
+    BENCH_SOAK_REQUESTS     requests of the soak; 0 skips it (default 200000)
     DATABASE_URL, REDIS_URL used when set (a bench organization is created, then deleted);
                             otherwise a SQLite file in a temporary directory, and no Redis.
 
@@ -42,7 +48,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import profile, report
+from . import footprint, profile, report, soak
 from .load import (
     WrkMissing,
     WrkResult,
@@ -79,6 +85,9 @@ class Config:
     profile_raw: Path | None
     write_doc: bool
     daphne_args: tuple[str, ...]
+    footprint: bool
+    starts: int
+    soak_requests: int
 
     @classmethod
     def from_env(cls) -> "Config":
@@ -98,6 +107,9 @@ class Config:
             profile_raw=Path(raw).resolve() if (raw := os.environ.get("BENCH_PROFILE_RAW")) else None,
             write_doc=os.environ.get("BENCH_WRITE_DOC", "1") != "0",
             daphne_args=tuple(shlex.split(os.environ.get("BENCH_DAPHNE_ARGS", ""))),
+            footprint=os.environ.get("BENCH_FOOTPRINT", "1") != "0",
+            starts=max(1, number("BENCH_STARTS", 3)),
+            soak_requests=number("BENCH_SOAK_REQUESTS", 200_000),
         )
 
 
@@ -119,18 +131,24 @@ def _die_with_parent() -> None:
 
 
 class Processes:
-    """The servers this run started; stopped (by pid, newest first) when the block exits."""
+    """The servers this run started; stopped (by pid, newest first) when the block exits. A process
+    started with ``group=True`` (`make run`) is stopped with its whole process group: SIGTERM to the
+    group, SIGKILL to what is left after 30 s."""
 
     def __init__(self, logs: Path) -> None:
         self.logs = logs
         self.running: list[tuple[str, subprocess.Popen, Path]] = []
+        self.groups: set[int] = set()
 
     def __enter__(self) -> "Processes":
         return self
 
     def __exit__(self, *exc_info) -> None:
         for _name, process, _log in reversed(self.running):
-            if process.poll() is None:
+            if process.pid in self.groups:
+                if process.poll() is None or footprint.group_members(process.pid):
+                    footprint.stop_tree(process)
+            elif process.poll() is None:
                 process.terminate()
                 try:
                     process.wait(timeout=5)
@@ -138,7 +156,9 @@ class Processes:
                     process.kill()
                     process.wait()
 
-    def start(self, name: str, command: list[str], env: dict[str, str]) -> subprocess.Popen:
+    def start(
+        self, name: str, command: list[str], env: dict[str, str], *, group: bool = False
+    ) -> subprocess.Popen:
         log = self.logs / f"{name}.log"
         process = subprocess.Popen(  # noqa: S603 - the bench's own servers
             command,
@@ -151,6 +171,8 @@ class Processes:
             preexec_fn=_die_with_parent,  # the bench starts no threads, so preexec_fn is safe
         )
         self.running.append((name, process, log))
+        if group:
+            self.groups.add(process.pid)
         return process
 
     def log_tails(self, lines: int = 25) -> str:
@@ -218,6 +240,14 @@ def delete_organization(organization_id: str, env: dict[str, str]) -> None:
         run_django(["-m", "bench.seed", "delete", organization_id], env, "deleting the bench organization")
     except (Failed, subprocess.SubprocessError) as error:  # cleanup must not hide the run's outcome
         say(f"warning: {error}")
+
+
+def layout() -> str:
+    """The layout `make run` serves in with this run's environment (README, "Two commands")."""
+    if os.environ.get("DATABASE_URL") or os.environ.get("REDIS_URL"):
+        database, redis = describe_database()
+        return f"the production layout ({database}, Redis: {redis})"
+    return "the embedded default (SQLite, no Redis, Celery on the file broker)"
 
 
 def describe_database() -> tuple[str, str]:
@@ -331,18 +361,12 @@ def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: 
 
     run_django(["manage.py", "migrate", "--noinput", "-v0"], env, "manage.py migrate")
     say(f"database migrated ({describe_database()[0]})")
-    seeded = json.loads(
-        run_django(
-            ["-m", "bench.seed", "create", "--upstream", f"http://127.0.0.1:{upstream_port}/v1"],
-            env,
-            "creating the bench organization",
-        )
-        .strip()
-        .splitlines()[-1]
-    )
-    if os.environ.get("DATABASE_URL"):  # a shared database: take the bench's rows away again
-        cleanup.callback(delete_organization, seeded["organization_id"], env)
+    seeded = seed_organization(env, upstream_port, cleanup)
     say("organization, API key, provider key and model alias created")
+
+    # Before the bench's own servers start, so that nothing else of the bench runs meanwhile; after
+    # the seed, so that on a shared database `make run` finds an organization and creates no admin.
+    started = measure_footprint(config, upstream_port, workdir, processes, cleanup)
 
     gateway_port = free_port()
     daphne = processes.start(
@@ -537,6 +561,9 @@ def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: 
     say(f"profile: {profile.headline(samples)}" if samples else f"no profile: {profile_note}")
     if daphne.poll() is not None:
         raise Failed("the gateway exited during the run")
+    soaked = soak_daphne(config, wrk, gateway_port, seeded, authorization, daphne.pid)
+    if daphne.poll() is not None:
+        raise Failed("the gateway exited during the soak")
 
     return report.Results(
         machine=machine(),
@@ -570,7 +597,77 @@ def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: 
         l2_hits=l2_hits,
         semantic=semantic,
         apis=apis,
+        footprint=started,
+        soak=soaked,
     )
+
+
+def seed_organization(env: dict[str, str], upstream_port: int, cleanup: contextlib.ExitStack) -> dict:
+    """bench.seed's organization in the database of ``env``; deleted at the end on a shared database."""
+    seeded = json.loads(
+        run_django(
+            ["-m", "bench.seed", "create", "--upstream", f"http://127.0.0.1:{upstream_port}/v1"],
+            env,
+            "creating the bench organization",
+        )
+        .strip()
+        .splitlines()[-1]
+    )
+    if os.environ.get("DATABASE_URL"):  # a shared database: take the bench's rows away again
+        cleanup.callback(delete_organization, seeded["organization_id"], env)
+    return seeded
+
+
+def measure_footprint(
+    config: Config, upstream_port: int, workdir: Path, processes: Processes, cleanup: contextlib.ExitStack
+) -> footprint.Footprint | None:
+    """The real `make run`, in its own data directory (its own SQLite file, spool and broker, or the
+    run's DATABASE_URL and REDIS_URL): start-up time, stop time and idle memory (bench/footprint.py)."""
+    if not config.footprint:
+        say("`make run` not measured (BENCH_FOOTPRINT=0)")
+        return None
+    port = free_port()
+    env = footprint.make_run_env(gateway_env(workdir / "make-run"), port)
+    try:
+        measured = footprint.measure(
+            env=env,
+            port=port,
+            starts=config.starts,
+            start=lambda name, command, env: processes.start(name, command, env, group=True),
+            seed=lambda env: seed_organization(env, upstream_port, cleanup),
+            say=say,
+            layout=layout(),
+        )
+    except footprint.NotStarted as error:
+        raise Failed(str(error)) from None
+    server = measured.server
+    say(
+        f"`make run` idle after {footprint.IDLE_REQUESTS} requests: {measured.rss_mib:.0f} MiB RSS "
+        f"({measured.pss_mib:.0f} MiB PSS) in {len(measured.processes)} processes; the server "
+        + (f"{server.rss_mib:.0f} MiB RSS" if server else "process not found")
+    )
+    return measured
+
+
+def soak_daphne(
+    config: Config, wrk: str, port: int, seeded: dict, authorization: str, pid: int
+) -> soak.Soak | None:
+    """bench/soak.py against the bench's Daphne process."""
+    if config.soak_requests <= 0:
+        say("no soak (BENCH_SOAK_REQUESTS=0)")
+        return None
+    say(f"soak: {config.soak_requests:,} requests, every {soak.STREAM_EVERY}th streamed")
+    plain, streamed = (chat_body(seeded["model"], stream=stream) for stream in (False, True))
+    try:
+        soaked = soak.run(wrk, port, plain, streamed, authorization, pid, config.soak_requests)
+    except soak.SoakFailed as error:
+        raise Failed(f"the soak: {error}") from None
+    say(
+        f"soak: {soaked.requests:,} requests ({soaked.streams:,} streams) in {soaked.seconds:.0f} s; Daphne "
+        f"{soaked.first.rss_mib:.1f} MiB after {soaked.first.requests:,}, {soaked.rest.rss_mib:.1f} MiB "
+        f"after {soaked.requests:,} ({soaked.growth:+.1%})"
+    )
+    return soaked
 
 
 def alternating(first: Target, second: Target, count: int, blocks: int = 10) -> tuple[Samples, Samples]:
@@ -810,6 +907,12 @@ def main() -> int:
     if results.apis is not None:
         print()
         print(report.apis_section(results.apis))
+    if results.footprint is not None:
+        print()
+        print(report.footprint_section(results.footprint))
+    if results.soak is not None:
+        print()
+        print(report.soak_note(results.soak))
     if config.write_doc:
         report.write_doc(DOC, report.block(results))
         print(f"\nWrote the results to {DOC.relative_to(ROOT)}")

@@ -1,4 +1,5 @@
-"""Redis clients: a synchronous one for services and tasks, and ``redis.asyncio`` for the hot path.
+"""Redis clients: a synchronous one for services and tasks, and for the hot path the pipelined client
+(redis_pipelined.py; ``redis.asyncio`` for a TLS or Unix-socket URL).
 
 Both are None in the embedded default (no REDIS_URL). The backends' Redis implementations use them;
 ``apps/core/backends.py`` chooses, once, between those and the embedded ones.
@@ -9,13 +10,14 @@ import time
 from collections.abc import Callable
 from functools import cache
 
-import hiredis  # a dependency of the project (pyproject.toml): replies and commands in C
 import redis
 import redis.asyncio as aioredis
 from django.conf import settings
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+
+from .redis_pipelined import PipelinedRedis
 
 # A Redis that has stopped answering must not hold a proxy request for long.
 _TIMEOUTS = {"socket_timeout": 0.5, "socket_connect_timeout": 0.5}
@@ -39,32 +41,18 @@ def sync_client() -> redis.Redis | None:
     return redis.Redis.from_url(settings.REDIS_URL, retry=_retry(Retry), **_TIMEOUTS)
 
 
-class _HiredisPackingConnection(aioredis.Connection):
-    """redis.asyncio packs each command in Python, where the synchronous client packs it with hiredis
-    when it is installed (redis.connection.HiredisRespSerializer): a third of the client's CPU for a
-    budget's admission script. The same packing, on the asynchronous client."""
-
-    def pack_command(self, *args) -> list[bytes]:
-        if isinstance(args[0], str):  # "SCRIPT LOAD": the words go as arguments of their own
-            args = (*args[0].encode().split(), *args[1:])
-        try:
-            return [hiredis.pack_command(args)]
-        except TypeError as error:
-            raise redis.DataError(str(error)) from error
+def _new_async_client(url: str) -> "PipelinedRedis | aioredis.Redis":
+    if url.startswith("redis://"):
+        return PipelinedRedis.from_url(url, **_TIMEOUTS)
+    # TLS and Unix sockets: redis-py's own connection classes.
+    return aioredis.Redis.from_url(url, retry=_retry(AsyncRetry), **_TIMEOUTS)
 
 
-def _async_options(url: str) -> dict:
-    options = {**_TIMEOUTS, "retry": _retry(AsyncRetry)}
-    if url.startswith("redis://"):  # TLS and Unix sockets keep their own connection classes
-        options["connection_class"] = _HiredisPackingConnection
-    return options
+_async_clients: dict[asyncio.AbstractEventLoop, "PipelinedRedis | aioredis.Redis"] = {}
 
 
-_async_clients: dict[asyncio.AbstractEventLoop, aioredis.Redis] = {}
-
-
-def async_client() -> aioredis.Redis | None:
-    """One client per event loop: redis.asyncio's pool belongs to the loop that first used it."""
+def async_client() -> "PipelinedRedis | aioredis.Redis | None":
+    """One client per event loop: a connection belongs to the loop that opened it."""
     if not settings.REDIS_URL:
         return None
     loop = asyncio.get_running_loop()
@@ -72,8 +60,7 @@ def async_client() -> aioredis.Redis | None:
     if client is None:
         for stale_loop in [known for known in _async_clients if known.is_closed()]:
             del _async_clients[stale_loop]
-        options = _async_options(settings.REDIS_URL)
-        client = _async_clients[loop] = aioredis.Redis.from_url(settings.REDIS_URL, **options)
+        client = _async_clients[loop] = _new_async_client(settings.REDIS_URL)
     return client
 
 

@@ -157,12 +157,12 @@ class Processes:
                     process.wait()
 
     def start(
-        self, name: str, command: list[str], env: dict[str, str], *, group: bool = False
+        self, name: str, command: list[str], env: dict[str, str], *, group: bool = False, cwd: Path = ROOT
     ) -> subprocess.Popen:
         log = self.logs / f"{name}.log"
         process = subprocess.Popen(  # noqa: S603 - the bench's own servers
             command,
-            cwd=ROOT,
+            cwd=cwd,
             env=env,
             stdout=log.open("wb"),
             stderr=subprocess.STDOUT,

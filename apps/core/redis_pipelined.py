@@ -3,10 +3,11 @@ in one turn of the loop written together.
 
 redis.asyncio takes a connection from its pool, wraps the call in its retry loop and writes each
 command on its own, for every command: most of what admission's one round trip cost a request in
-CPU (docs/benchmarks.md, "Issue 23"). Redis answers pipelined commands in order, so here they are
-queued, written in one ``write`` when the loop turns, and the replies, parsed by hiredis, go back to
-the commands in the order they were sent. Under load the requests in flight share each write and
-each read.
+CPU (docs/benchmarks.md, "Issue 23"). Redis answers pipelined commands in order, so here a command
+issued while others are in flight is queued and written with the rest in one ``write`` when the loop
+turns (one issued with nothing in flight is written at once), and the replies, parsed by hiredis, go
+back to the commands in the order they were sent. Under load the requests in flight share each
+write and each read.
 
 It speaks what the request path sends: GET, SET (with EX), DEL, MGET, EVAL, EVALSHA and SCRIPT LOAD,
 answered as redis-py answers them (bytes, integers, lists). Its errors are redis-py's, so callers
@@ -131,19 +132,29 @@ class PipelinedRedis:
             raise redis.DataError(str(error)) from error
         loop = asyncio.get_running_loop()
         reply = loop.create_future()
+        idle = not self._waiting and not self._outgoing
         self._waiting.append((reply, loop.time()))
-        self._outgoing.append(packed)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            loop.call_soon(self._flush)
+        if idle and self._transport is not None:
+            # Nothing in flight: written at once (a lone request pays no extra turn of the loop).
+            self._transport.write(packed)
+        else:
+            # Others in flight: written with every command issued until the loop turns.
+            self._outgoing.append(packed)
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                loop.call_soon(self._flush)
         if self._watchdog is None:
             self._watchdog = loop.call_later(self.timeout, self._check_late)
         return reply
 
     def _flush(self) -> None:
         self._flush_scheduled = False
-        if self._transport is not None and self._outgoing:
-            self._transport.write(b"".join(self._outgoing))
+        if not self._outgoing:
+            return
+        if self._transport is None:  # never left waiting: the commands fail as on a lost connection
+            self._give_up(lambda: redis.ConnectionError("Connection to Redis lost"))
+            return
+        self._transport.write(b"".join(self._outgoing))
         self._outgoing.clear()
 
     async def _connect(self) -> None:

@@ -83,10 +83,9 @@ def _line_key(secret: str, salt: bytes) -> bytes:
 
 
 class _LineSealer:
-    """This process's key and nonce counter; made again in a forked child (its own salt)."""
+    """This process's key and nonce counter; a forked child makes its own (``_after_fork``)."""
 
     def __init__(self) -> None:
-        self.pid = os.getpid()
         self.salt = os.urandom(_SALT_BYTES)
         self.cipher = AESGCM(_line_key(_keys()[0], self.salt))
         self.counter = itertools.count()  # next() is atomic: threads may seal at once
@@ -105,12 +104,22 @@ def seal_line(plaintext: bytes) -> bytes:
     """``plaintext`` encrypted and authenticated, as one line's bytes (no newline in it)."""
     global _sealer
     sealer = _sealer
-    if sealer is None or sealer.pid != os.getpid():
+    if sealer is None:
         with _sealer_lock:
-            if _sealer is None or _sealer.pid != os.getpid():
+            if _sealer is None:
                 _sealer = _LineSealer()
             sealer = _sealer
     return sealer.seal(plaintext)
+
+
+def _after_fork() -> None:
+    # A child sharing its parent's key and counter would reuse its nonces: it makes its own (and its
+    # own lock, which a fork taken while another thread held it would leave held).
+    global _sealer, _sealer_lock
+    _sealer, _sealer_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 @lru_cache(maxsize=64)

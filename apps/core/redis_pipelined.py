@@ -27,10 +27,10 @@ import asyncio
 import collections
 import socket
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import hiredis
 import redis
+from redis.connection import parse_url
 from redis.exceptions import AuthenticationError, NoScriptError, ResponseError
 
 
@@ -73,15 +73,16 @@ class PipelinedRedis:
 
     @classmethod
     def from_url(cls, url: str, *, socket_timeout: float, socket_connect_timeout: float) -> "PipelinedRedis":
-        """A ``redis://`` URL (``redis://[[user]:password@]host[:port][/db]``)."""
-        parts = urlsplit(url)
-        db = parts.path.lstrip("/")
+        """A ``redis://`` URL, read as redis-py reads it (the database and credentials from the path,
+        the user part or the query string): this client must use the database the synchronous client
+        writes the marks and counters to."""
+        options = parse_url(url)
         return cls(
-            host=parts.hostname or "localhost",
-            port=parts.port or 6379,
-            db=int(db) if db else 0,
-            username=unquote(parts.username) if parts.username else None,
-            password=unquote(parts.password) if parts.password else None,
+            host=options.get("host") or "localhost",
+            port=int(options.get("port") or 6379),
+            db=int(options.get("db") or 0),
+            username=options.get("username"),
+            password=options.get("password"),
             timeout=socket_timeout,
             connect_timeout=socket_connect_timeout,
         )
@@ -158,15 +159,19 @@ class PipelinedRedis:
         self._outgoing.clear()
 
     async def _connect(self) -> None:
-        # The requests that find no connection wait for the same one.
-        if self._connecting is None:
-            self._connecting = asyncio.get_running_loop().create_task(self._open())
+        # The requests that find no connection wait for the same attempt. One that has ended (every
+        # caller may have left it: the cache gives up after 0.1 s) is never waited on again.
         connecting = self._connecting
-        try:
-            await asyncio.shield(connecting)
-        finally:
-            if connecting.done() and self._connecting is connecting:
-                self._connecting = None
+        if connecting is None or connecting.done():
+            connecting = self._connecting = asyncio.get_running_loop().create_task(self._open())
+            connecting.add_done_callback(self._connect_done)
+        await asyncio.shield(connecting)
+
+    def _connect_done(self, connecting: asyncio.Task) -> None:
+        if self._connecting is connecting:
+            self._connecting = None
+        if not connecting.cancelled():
+            connecting.exception()  # retrieved: its callers may all have left
 
     def _closed_by_redis(self) -> bool:
         """With nothing waiting for a reply, anything to read means the connection is over: its end
@@ -204,23 +209,32 @@ class PipelinedRedis:
             for reply in greeting:
                 await reply
         except ResponseError as error:
-            transport.close()
+            self._give_up(lambda: redis.ConnectionError("Connection to Redis closed"))
+            for reply in greeting:  # retrieved: the rest failed with the connection
+                if reply.done() and not reply.cancelled():
+                    reply.exception()
             raise AuthenticationError("Redis refused the credentials or the database number") from error
 
     async def _connected_socket(self, loop: asyncio.AbstractEventLoop) -> socket.socket:
-        """A connected, non-blocking socket of this client's own (kept, to peek at)."""
-        (family, kind, proto, _, address), *_ = await loop.getaddrinfo(
-            self.host, self.port, type=socket.SOCK_STREAM
-        )
-        sock = socket.socket(family, kind, proto)
-        try:
-            sock.setblocking(False)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            await loop.sock_connect(sock, address)
-        except BaseException:
-            sock.close()
-            raise
-        return sock
+        """A connected, non-blocking socket of this client's own (kept, to peek at): each address
+        the host name has, in turn, as redis-py tries them."""
+        addresses = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+        error: OSError | None = None
+        for family, kind, proto, _, address in addresses:
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.setblocking(False)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                await loop.sock_connect(sock, address)
+            except OSError as refused:
+                sock.close()
+                error = refused
+                continue
+            except BaseException:
+                sock.close()
+                raise
+            return sock
+        raise error or OSError(f"no address for {self.host}")
 
     def _received(self, protocol: _Protocol, data: bytes) -> None:
         if protocol is not self._protocol:

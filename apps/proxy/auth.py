@@ -53,6 +53,9 @@ class ApiKeyCache:
         # digest -> (key or None when unknown/revoked, monotonic time it was read)
         self._entries: dict[str, tuple[AuthenticatedKey | None, float]] = {}
         self._digest_by_id: dict[str, str] = {}
+        # Moved on by every forget: a read that began before one (a key changed or revoked since)
+        # answers the requests that were waiting for it but is not kept (``put``'s ``read_since``).
+        self.epoch = 0
 
     def get(self, digest: str) -> tuple[bool, AuthenticatedKey | None]:
         entry = self._entries.get(digest)
@@ -74,7 +77,9 @@ class ApiKeyCache:
         kept = settings.GATEWAY_KEY_CACHE_SECONDS + settings.GATEWAY_KEY_OUTAGE_SECONDS
         return key if time.monotonic() - read_at <= kept else None
 
-    def put(self, digest: str, key: AuthenticatedKey | None) -> None:
+    def put(self, digest: str, key: AuthenticatedKey | None, read_since: int | None = None) -> None:
+        if read_since is not None and read_since != self.epoch:
+            return
         if len(self._entries) >= _MAX_ENTRIES:
             self.clear()
         self._entries[digest] = (key, time.monotonic())
@@ -82,6 +87,7 @@ class ApiKeyCache:
             self._digest_by_id[key.id] = digest
 
     def forget(self, key_id: str) -> None:
+        self._forgotten()
         digest = self._digest_by_id.pop(key_id, None)
         if digest is not None:
             self._entries.pop(digest, None)
@@ -89,13 +95,20 @@ class ApiKeyCache:
     def forget_organization(self, organization_id: str) -> None:
         """Drops the organization's keys: a changed configuration may have changed a key too (its
         regions, its expiry), and a key is re-read with the configuration."""
+        self._forgotten()  # also a key whose first read is still in flight
         for key, _ in list(self._entries.values()):
             if key is not None and key.organization_id == organization_id:
                 self.forget(key.id)
 
     def clear(self) -> None:
+        self._forgotten()
         self._entries.clear()
         self._digest_by_id.clear()
+
+    def _forgotten(self) -> None:
+        # The next request reads the key again rather than join a read that began before.
+        self.epoch += 1
+        _reads_in_flight.clear()
 
 
 def forget_revoked(key_id: str) -> None:
@@ -156,12 +169,13 @@ async def _read_key(digest: str) -> AuthenticatedKey | None:
     # A known outage is not sent to the database thread: calls there run one at a time, and each
     # would wait for the breaker's probe or the pool.
     if not outage.known():
+        epoch = runtime.keys.epoch
         try:
             key = await _load_key_async(digest)
         except UNREACHABLE_ERRORS:
             pass
         else:
-            runtime.keys.put(digest, key)
+            runtime.keys.put(digest, key, read_since=epoch)
             return key
     key = runtime.keys.last_good(digest)
     if key is None:

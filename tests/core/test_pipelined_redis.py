@@ -165,3 +165,29 @@ async def test_a_connection_lost_with_commands_waiting_fails_them_and_the_next_r
         finally:
             server.thaw()
             await pipelined.aclose()
+
+
+async def test_the_database_of_a_query_string_is_used_as_redis_py_uses_it(server, direct):
+    pipelined = client_for(f"redis://127.0.0.1:{server.port}?db=4")
+    try:
+        await pipelined.set("in-four", "yes")
+        assert redis.Redis(port=server.port, db=4).get("in-four") == b"yes"
+    finally:
+        await pipelined.aclose()
+
+
+async def test_a_connection_attempt_every_caller_left_is_not_replayed_to_the_next(server):
+    """The cache gives up on Redis after 0.1 s: a connection attempt can outlive all its callers. Its
+    failure is not handed to the next command, which tries again."""
+    pipelined = client_for(f"redis://127.0.0.1:{server.port}/2")  # its SELECT is what hangs below
+    server.freeze()
+    try:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(pipelined.get("a"), 0.05)
+        await asyncio.sleep(TIMEOUT + 0.1)  # the attempt has failed by now, with no one waiting
+    finally:
+        server.thaw()
+    try:
+        assert await pipelined.get("a") is None
+    finally:
+        await pipelined.aclose()

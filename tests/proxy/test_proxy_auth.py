@@ -148,7 +148,7 @@ async def test_last_used_at_is_recorded_off_the_request(proxy, organization):
 
 class KeyReads:
     """Counts the database reads of API keys (auth's ``_load_key_async`` seam), each still the real
-    read, held until ``release()`` so the requests pile up behind the first."""
+    read, its answer held until ``release()`` so the requests pile up behind the first."""
 
     def __init__(self, load) -> None:
         self.load = load
@@ -157,8 +157,9 @@ class KeyReads:
 
     async def __call__(self, digest: str):
         self.count += 1
+        key = await self.load(digest)
         await self.gate.wait()
-        return await self.load(digest)
+        return key
 
     def release(self) -> None:
         self.gate.set()
@@ -197,3 +198,27 @@ async def test_requests_with_an_unknown_key_share_one_read_and_are_all_refused(p
     responses = await asyncio.gather(*requests)
     assert {response.status_code for response in responses} == {401}
     assert key_reads.count == 1
+
+
+async def test_a_key_changed_while_a_read_of_it_is_in_flight_is_read_again_and_the_old_read_not_kept(
+    proxy, organization, key_reads
+):
+    """A configuration change forgets the organization's keys and reads them again: that read must
+    not join one that began before the change (it would answer, and keep for a minute, the key as it
+    was: a model or permission just taken away)."""
+    from apps.keys.secrets import api_key_digest
+    from apps.proxy.runtime import runtime
+
+    api_key, secret = await create_key(organization)
+    before = asyncio.create_task(proxy.get("/v1/models", headers=bearer(secret)))
+    await asyncio.sleep(0.1)  # its read is in flight, held
+    await sync_to_async(key_services.api_key_update)(api_key=api_key, data={"allowed_models": ["gpt-4o"]})
+    runtime.keys.forget_organization(str(organization.id))  # what a newer generation makes the proxy do
+    after = asyncio.create_task(proxy.get("/v1/models", headers=bearer(secret)))
+    await asyncio.sleep(0.1)
+    key_reads.release()
+    await asyncio.gather(before, after)
+
+    assert key_reads.count == 2  # the request after the change read the key again
+    cached, key = runtime.keys.get(api_key_digest(secret))
+    assert cached and key.allowed_models.patterns == ("gpt-4o",)

@@ -1,12 +1,15 @@
 """``manage.py prepare``: what ``make run`` does before it serves, in one process (one Django start
 instead of three): the migrations, the first admin (``bootstrap_admin``), and the static files,
-collected again only when one of them is newer than the last collection.
+collected again only when the set of them changed since the last collection.
 
 Collecting is the slow part (WhiteNoise compresses and hashes every file: seconds), and the files
-change only with the code or an install, so an unchanged tree starts without it. A static file
-that was removed stays collected until ``manage.py collectstatic --clear``.
+change only with the code or an install, so an unchanged tree starts without it. What changed is told
+by a stamp of every file's path, size and modification time, compared for equality (a deployment
+that keeps files' times, as rsync -a or an image build does, still collects a changed set). A static
+file that was removed stays collected until ``manage.py collectstatic --clear``.
 """
 
+import hashlib
 from pathlib import Path
 
 from django.conf import settings
@@ -14,7 +17,8 @@ from django.contrib.staticfiles import finders
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-MANIFEST = "staticfiles.json"  # written last by the manifest storage: its time is the collection's
+MANIFEST = "staticfiles.json"  # written by the manifest storage
+STAMP_SUFFIX = ".stamp"  # what was collected: beside STATIC_ROOT, where it is not served
 IGNORED = ["CVS", ".*", "*~"]  # collectstatic's default ignore patterns
 
 
@@ -31,19 +35,30 @@ class Command(BaseCommand):
         verbosity = options["verbosity"]
         call_command("migrate", interactive=False, verbosity=max(0, verbosity - 1))
         call_command("bootstrap_admin", verbosity=verbosity)
-        if static_files_changed():
+        stamp = static_files_stamp()
+        root = Path(settings.STATIC_ROOT)
+        if static_files_changed(root, stamp):
             call_command("collectstatic", interactive=False, verbosity=max(0, verbosity - 1))
+            _stamp_path(root).write_text(stamp)
 
 
-def static_files_changed() -> bool:
-    """Whether a static file any finder serves is newer than the last collection (or there was
-    none). A listing and a stat per file: milliseconds, against seconds for collecting."""
+def static_files_stamp() -> str:
+    """The path, size and modification time of every static file any finder serves, hashed: a
+    listing and a stat per file, milliseconds against seconds for collecting."""
+    digest = hashlib.sha256()
+    for finder in finders.get_finders():
+        for path, storage in sorted(finder.list(IGNORED), key=lambda found: found[0]):
+            status = Path(storage.path(path)).stat()
+            digest.update(f"{path}\0{status.st_size}\0{status.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def static_files_changed(root: Path, stamp: str) -> bool:
     try:
-        collected = (Path(settings.STATIC_ROOT) / MANIFEST).stat().st_mtime
+        return not (root / MANIFEST).exists() or _stamp_path(root).read_text() != stamp
     except FileNotFoundError:
         return True
-    for finder in finders.get_finders():
-        for path, storage in finder.list(IGNORED):
-            if Path(storage.path(path)).stat().st_mtime > collected:
-                return True
-    return False
+
+
+def _stamp_path(root: Path) -> Path:
+    return root.with_name(root.name + STAMP_SUFFIX)

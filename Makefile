@@ -57,7 +57,9 @@ chromium:
 		{ echo "The browser tests need Debian's chromium: sudo apt-get install -y chromium"; exit 1; }
 
 # The gateway's overhead against a zero-latency upstream (bench/run.py): prints a table and rewrites
-# the generated block of docs/benchmarks.md. About a minute; needs wrk (installed when root).
+# the generated block of docs/benchmarks.md. Eight to nine minutes with the start-up, memory and soak
+# cases (BENCH_FOOTPRINT=0 and BENCH_SOAK_REQUESTS=0 skip them); needs wrk (installed when root).
+# `python -m bench.compare <ref>...` measures several commits side by side in one run.
 bench: install
 	@test -x $(BIN)/py-spy || $(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
 	$(BIN)/python -m bench.run

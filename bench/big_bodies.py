@@ -27,11 +27,10 @@ from .run import (
     ASGI_APPLICATION,
     PYTHON,
     Processes,
-    delete_organization,
     free_port,
     gateway_env,
-    run_django,
     say,
+    start_upstream_and_seed,
     wait_until_healthy,
 )
 
@@ -74,23 +73,7 @@ def main() -> int:
 
 def run(workdir: Path, processes: Processes, cleanup: contextlib.ExitStack, count: int, size: int) -> int:
     env = gateway_env(workdir / "data")
-    upstream_port = free_port()
-    upstream = processes.start(
-        "upstream", [PYTHON, "-m", "bench.upstream", "--port", str(upstream_port)], dict(os.environ)
-    )
-    wait_until_healthy(upstream, upstream_port, "the stand-in upstream")
-    run_django(["manage.py", "migrate", "--noinput", "-v0"], env, "manage.py migrate")
-    seeded = json.loads(
-        run_django(
-            ["-m", "bench.seed", "create", "--upstream", f"http://127.0.0.1:{upstream_port}/v1"],
-            env,
-            "creating the bench organization",
-        )
-        .strip()
-        .splitlines()[-1]
-    )
-    if os.environ.get("DATABASE_URL"):
-        cleanup.callback(delete_organization, seeded["organization_id"], env)
+    _, _, seeded = start_upstream_and_seed(env, processes, cleanup)
     port = free_port()
     daphne = processes.start(
         "daphne", [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), ASGI_APPLICATION], env

@@ -15,7 +15,6 @@ Prints the median (and range) of each number per ref. The layout is the environm
 """
 
 import contextlib
-import json
 import os
 import statistics
 import subprocess
@@ -29,11 +28,10 @@ from .run import (
     ROOT,
     Processes,
     chat_body,
-    delete_organization,
     free_port,
     gateway_env,
-    run_django,
     say,
+    start_upstream_and_seed,
     wait_until_healthy,
 )
 from .sequential import Target, completions
@@ -77,21 +75,7 @@ def main() -> int:
     ):
         workdir = Path(tmp)
         env = gateway_env(workdir / "data")
-        upstream_port = free_port()
-        upstream = processes.start(
-            "upstream", [PYTHON, "-m", "bench.upstream", "--port", str(upstream_port)], dict(os.environ)
-        )
-        wait_until_healthy(upstream, upstream_port, "the stand-in upstream")
-        run_django(["manage.py", "migrate", "--noinput", "-v0"], env, "manage.py migrate")
-        seeded = json.loads(
-            run_django(
-                ["-m", "bench.seed", "create", "--upstream", f"http://127.0.0.1:{upstream_port}/v1"],
-                env,
-                "creating the bench organization",
-            ).splitlines()[-1]
-        )
-        if os.environ.get("DATABASE_URL"):
-            cleanup.callback(delete_organization, seeded["organization_id"], env)
+        _, _, seeded = start_upstream_and_seed(env, processes, cleanup)
         servers = {}
         for index, ref in enumerate(refs):
             tree = checkout(ref, workdir / f"tree-{index}")

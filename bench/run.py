@@ -351,18 +351,7 @@ def machine() -> report.Machine:
 
 def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: contextlib.ExitStack):
     env = gateway_env(workdir / "data")
-
-    upstream_port = free_port()
-    upstream = processes.start(
-        "upstream", [PYTHON, "-m", "bench.upstream", "--port", str(upstream_port)], dict(os.environ)
-    )
-    wait_until_healthy(upstream, upstream_port, "the stand-in upstream")
-    say(f"stand-in upstream on 127.0.0.1:{upstream_port} (pid {upstream.pid})")
-
-    run_django(["manage.py", "migrate", "--noinput", "-v0"], env, "manage.py migrate")
-    say(f"database migrated ({describe_database()[0]})")
-    seeded = seed_organization(env, upstream_port, cleanup)
-    say("organization, API key, provider key and model alias created")
+    upstream, upstream_port, seeded = start_upstream_and_seed(env, processes, cleanup)
 
     # Before the bench's own servers start, so that nothing else of the bench runs meanwhile; after
     # the seed, so that on a shared database `make run` finds an organization and creates no admin.
@@ -600,6 +589,24 @@ def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: 
         footprint=started,
         soak=soaked,
     )
+
+
+def start_upstream_and_seed(
+    env: dict[str, str], processes: Processes, cleanup: contextlib.ExitStack
+) -> tuple[subprocess.Popen, int, dict]:
+    """What every bench run begins with: the stand-in upstream, the database of ``env`` migrated and
+    bench.seed's organization in it. Returns the upstream's process and port, and what the seed made."""
+    upstream_port = free_port()
+    upstream = processes.start(
+        "upstream", [PYTHON, "-m", "bench.upstream", "--port", str(upstream_port)], dict(os.environ)
+    )
+    wait_until_healthy(upstream, upstream_port, "the stand-in upstream")
+    say(f"stand-in upstream on 127.0.0.1:{upstream_port} (pid {upstream.pid})")
+    run_django(["manage.py", "migrate", "--noinput", "-v0"], env, "manage.py migrate")
+    say(f"database migrated ({describe_database()[0]})")
+    seeded = seed_organization(env, upstream_port, cleanup)
+    say("organization, API key, provider key and model alias created")
+    return upstream, upstream_port, seeded
 
 
 def seed_organization(env: dict[str, str], upstream_port: int, cleanup: contextlib.ExitStack) -> dict:

@@ -2,6 +2,7 @@
 temperature rule, Cache-Control, streamed replays the SDK reads like live streams, savings in the
 audit log, organizations kept apart, purge, and Redis or the embeddings call failing."""
 
+import asyncio
 from decimal import Decimal
 
 import openai
@@ -131,11 +132,8 @@ async def test_a_purge_empties_the_cache(sdk, cached, organization):
 
 @needs_redis
 async def test_another_process_hits_l2_and_fills_its_l1(sdk, cached):
-    from apps.proxy.runtime import runtime
-
     await ask(sdk)
-    while runtime.background:  # the L2 write goes after the answer
-        await next(iter(runtime.background))
+    await background_done()  # the L2 write goes after the answer
     local_cache.clear()  # what a second process holds: nothing in its own memory
 
     assert (await ask(sdk)).headers["x-gateway-cache"] == "l2"
@@ -198,13 +196,22 @@ async def test_when_the_embeddings_call_fails_l3_is_skipped_and_the_request_serv
     assert [r.path for r in semantic.requests] == ["/v1/embeddings", "/v1/chat/completions"]
 
 
-async def _written(*, semantic_writes: int) -> None:
-    """Waits for the L2 and L3 writes made after the answers so far."""
-    from apps.cache.models import SemanticEntry
+async def background_done() -> None:
+    """Until the proxy's background writes (L2, L3) have finished and left its set. A finished task
+    leaves the set in a callback run on the loop's next turn, and awaiting a finished task does not
+    yield: each round gives the loop a turn, or this would spin forever on a task that is done."""
     from apps.proxy.runtime import runtime
 
     while runtime.background:
-        await next(iter(runtime.background))
+        await asyncio.gather(*runtime.background, return_exceptions=True)
+        await asyncio.sleep(0)
+
+
+async def _written(*, semantic_writes: int) -> None:
+    """Waits for the L2 and L3 writes made after the answers so far."""
+    from apps.cache.models import SemanticEntry
+
+    await background_done()
     assert await SemanticEntry.objects.acount() == semantic_writes
 
 

@@ -357,23 +357,7 @@ def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: 
     # the seed, so that on a shared database `make run` finds an organization and creates no admin.
     started = measure_footprint(config, upstream_port, workdir, processes, cleanup)
 
-    gateway_port = free_port()
-    daphne = processes.start(
-        "daphne",
-        [
-            PYTHON,
-            "-m",
-            SERVER_MODULE,
-            *config.daphne_args,
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(gateway_port),
-            ASGI_APPLICATION,
-        ],
-        env,
-    )
-    wait_until_healthy(daphne, gateway_port, "the gateway (Daphne)")
+    daphne, gateway_port = start_server(config, processes, "daphne", env, "the gateway (Daphne)")
     say(f"gateway (Daphne) on 127.0.0.1:{gateway_port} (pid {daphne.pid})")
     # Daphne appends each record to its spool; an ingest writes the spool into the database, here
     # its own process (`make run` runs the same loop as a thread of the Celery worker).
@@ -591,6 +575,18 @@ def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: 
     )
 
 
+def start_server(
+    config: Config, processes: Processes, name: str, env: dict[str, str], what: str
+) -> tuple[subprocess.Popen, int]:
+    """A gateway server as production starts one (``SERVER_MODULE``, with ``BENCH_DAPHNE_ARGS``) on a
+    free port, once it answers /healthz."""
+    port = free_port()
+    command = [PYTHON, "-m", SERVER_MODULE, *config.daphne_args, "-b", "127.0.0.1", "-p", str(port)]
+    server = processes.start(name, [*command, ASGI_APPLICATION], env)
+    wait_until_healthy(server, port, what)
+    return server, port
+
+
 def start_upstream_and_seed(
     env: dict[str, str], processes: Processes, cleanup: contextlib.ExitStack
 ) -> tuple[subprocess.Popen, int, dict]:
@@ -806,23 +802,13 @@ def sequential_l2_hits(
 ) -> tuple[Samples, Samples]:
     """The L1 case's request against a second Daphne whose L1 holds nothing
     (GATEWAY_CACHE_L1_MAX_ENTRIES=0): every answer an L2 hit, alternating with the upstream."""
-    port = free_port()
-    server = processes.start(
+    server, port = start_server(
+        config,
+        processes,
         "daphne-without-l1",
-        [
-            PYTHON,
-            "-m",
-            SERVER_MODULE,
-            *config.daphne_args,
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            ASGI_APPLICATION,
-        ],
         {**env, "GATEWAY_CACHE_L1_MAX_ENTRIES": "0"},
+        "the gateway without L1",
     )
-    wait_until_healthy(server, port, "the gateway without L1")
     l2 = Target(
         "gateway, L2 hit",
         port,
@@ -843,23 +829,13 @@ def sequential_l2_hits(
 def sequential_without_audit(config, env, processes, seeded, authorization, json_headers, brand) -> Samples:
     """The sequential gateway run again against a second Daphne with GATEWAY_AUDIT_ENABLED=false:
     what the audit path costs a request is the difference."""
-    port = free_port()
-    server = processes.start(
+    server, port = start_server(
+        config,
+        processes,
         "daphne-without-audit",
-        [
-            PYTHON,
-            "-m",
-            SERVER_MODULE,
-            *config.daphne_args,
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            ASGI_APPLICATION,
-        ],
         {**env, "GATEWAY_AUDIT_ENABLED": "false"},
+        "the gateway without its audit path",
     )
-    wait_until_healthy(server, port, "the gateway without its audit path")
     measured = Target(
         "gateway without audit",
         port,

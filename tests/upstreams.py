@@ -1584,7 +1584,10 @@ class UpstreamServer:
         if rule.mode == "slow" and await self._pause(rule.option("delay", 1.0)):
             return self._drop(request)  # the server is stopping
         body = json.dumps(payload).encode()
-        headers = request_id_header(request[EXCHANGE].provider)
+        # As a provider's CDN does: a cookie on every answer, which a client is meant to send back.
+        headers = request_id_header(request[EXCHANGE].provider) | {
+            "set-cookie": f"__cf_bm={uuid.uuid4().hex}; Path=/; HttpOnly"
+        }
         if rule.mode == "cut_stream":
             return await self._send_half(request, body, headers)
         if rule.mode == "stall":

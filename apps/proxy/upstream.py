@@ -63,6 +63,10 @@ def session() -> aiohttp.ClientSession:
             connector=connector,
             # The gateway sends its own headers only; nothing of the client's request leaks upstream.
             skip_auto_headers=("User-Agent",),
+            # No cookies kept: the session is shared by every organization and provider key, so a
+            # cookie an upstream set for one (a CDN's, say) must never ride along with another's
+            # requests. Nor is the jar searched on every request.
+            cookie_jar=aiohttp.DummyCookieJar(),
             auto_decompress=True,
             # SSE events are read line by line; a line (one event) may be up to twice this.
             read_bufsize=2**20,

@@ -289,3 +289,25 @@ async def test_a_key_that_straddles_the_cut_of_a_long_error_message_is_masked_wh
     [entry] = await entries()
     for text in (response.text, json.dumps(entry.attempts)):
         assert SECRET[:4] not in text
+
+
+# --- Cookies --------------------------------------------------------------------------------------
+
+
+async def test_a_cookie_an_upstream_sets_is_never_sent_back_on_any_request(
+    proxy, organization, gateway_key, make_upstream
+):
+    """The upstream client is shared by every organization and provider key: a cookie one answer set
+    (a CDN's, as the stand-in sets on every answer) would ride along with everyone's next requests.
+    The provider key names the upstream by host name, as real ones do (cookies of a bare IP address
+    are not kept by any client)."""
+    cdn = make_upstream("cdn")
+    port = cdn.base_url.rsplit(":", 1)[1]
+    await add_provider_key_async(organization, cdn, base_url=f"http://localhost:{port}/v1")
+
+    for _ in range(3):
+        response = await chat(proxy, gateway_key, "openai/gpt-4o-mini")
+        assert response.status_code == 200, response.text
+
+    assert len(cdn.requests) == 3
+    assert [request.headers.get("cookie") for request in cdn.requests] == [None, None, None]

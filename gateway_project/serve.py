@@ -15,19 +15,24 @@ SIGTERM (or SIGINT) instead:
 Twisted runs "before shutdown" triggers before it closes any connection, and waits for the Deferred
 they return: the drain is that trigger (Daphne's own, which cancels everything, is replaced).
 
-Before it listens, it tunes the garbage collector (``tune_the_collector``).
+Before it listens, it tunes the garbage collector (``tune_the_collector``). Its access log is
+``access_log.AccessLog``, Daphne's line written off the request's path; Twisted's own access line,
+which Daphne sends to a log it discards, is not formatted at all.
 """
 
 import asyncio
 import gc
 import logging
 
+from daphne.access import AccessLogGenerator
 from daphne.cli import CommandLineInterface
+from daphne.http_protocol import HTTPFactory
 from daphne.server import Server
 from daphne.ws_protocol import WebSocketProtocol
 from twisted.internet import defer
 
 from apps.core import shutdown
+from gateway_project.access_log import AccessLog
 
 logger = logging.getLogger("gateway_project.serve")
 
@@ -59,11 +64,32 @@ CUT_SECONDS = 5.0
 POLL_SECONDS = 0.05
 
 
+def skip_twisted_access_line() -> None:
+    """Twisted formats an access line per request (escaping the path, the referrer and the user agent)
+    and writes it to Twisted's log, which Daphne sends nowhere: 2 % of a proxied request's CPU, for
+    nothing. Daphne's own line (``AccessLog``) is the access log."""
+    HTTPFactory.log = _discard_access_line
+
+
+def _discard_access_line(factory: HTTPFactory, request) -> None:
+    return None
+
+
 class DrainingServer(Server):
+    def __init__(self, *args, action_logger=None, **kwargs) -> None:
+        if isinstance(action_logger, AccessLogGenerator):  # Daphne's, as its command line makes it
+            action_logger = AccessLog(action_logger.stream)
+        super().__init__(*args, action_logger=action_logger, **kwargs)
+
     def run(self) -> None:
         self.ports = []
+        skip_twisted_access_line()
         tune_the_collector()  # the application is imported by now: its objects are frozen
-        super().run()
+        try:
+            super().run()
+        finally:
+            if isinstance(self.action_logger, AccessLog):
+                self.action_logger.flush()
 
     def listen_success(self, port) -> None:
         self.ports.append(port)

@@ -21,6 +21,7 @@ which Daphne sends to a log it discards, is not formatted at all.
 """
 
 import asyncio
+import functools
 import gc
 import logging
 
@@ -90,6 +91,26 @@ class DrainingServer(Server):
         finally:
             if isinstance(self.action_logger, AccessLog):
                 self.action_logger.flush()
+
+    def create_application(self, protocol, scope):
+        queue = super().create_application(protocol, scope)
+        instance = self.connections.get(protocol, {}).get("application_instance")
+        if instance is not None:
+            instance.add_done_callback(functools.partial(self._forget_finished, protocol))
+        return queue
+
+    def _forget_finished(self, protocol, instance: asyncio.Future) -> None:
+        """Each HTTP request is a "connection" of Daphne's, kept until its once-a-second sweep
+        (``application_checker``) finds it finished: about a thousand finished requests held at
+        1,000 requests/s, and 1.6 % of a request's CPU spent sweeping them. A request that finished
+        cleanly, its answer sent, is forgotten at once; one that raised is left to the sweep, which
+        logs it."""
+        details = self.connections.get(protocol)
+        if details is None or details.get("application_instance") is not instance:
+            return
+        if "disconnected" not in details or (not instance.cancelled() and instance.exception()):
+            return
+        del self.connections[protocol]
 
     def listen_success(self, port) -> None:
         self.ports.append(port)

@@ -2,8 +2,9 @@
 
 One run starts a stand-in upstream (bench/upstream.py) and one Daphne process serving the gateway
 on a throwaway database, then measures each thing twice, straight to the upstream and through the
-gateway: sequential latency, streaming time to first byte, and throughput at 32 connections with
-wrk (with the Daphne process's CPU per request). OpenAI's Responses API and Anthropic's Messages
+gateway (the sequential runs in alternating blocks, so both see the same machine): sequential
+latency, streaming time to first byte, and throughput at 32 connections with wrk (with the Daphne
+process's CPU per request). OpenAI's Responses API and Anthropic's Messages
 API, each native and bridged, are measured the same way against the upstream endpoint the gateway
 calls for them, alternating with the chat case. It profiles the gateway under load with py-spy,
 then soaks the same Daphne process with 200,000 requests, streams included, to see whether its
@@ -44,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -390,11 +392,14 @@ def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: 
         for warm in (direct_stream, gateway_stream):
             stream_first_byte(warm, WARM_UP // 3)
         say("warmed up")
+        # The upstream alone and through the gateway in alternating blocks, so both see the same
+        # machine: on a shared one, what else runs moves every number, and would otherwise move the
+        # two runs' apart.
         sequential: dict[str, Samples] = {}
-        for measured in (direct, gateway):
-            sequential[measured.name] = completions(measured, config.requests)
-        for measured in (direct_stream, gateway_stream):
-            sequential[measured.name] = stream_first_byte(measured, config.stream_requests)
+        sequential[direct.name], sequential[gateway.name] = alternating(direct, gateway, config.requests)
+        sequential[direct_stream.name], sequential[gateway_stream.name] = alternating(
+            direct_stream, gateway_stream, config.stream_requests, measure=stream_first_byte
+        )
     except BadResponse as error:
         raise Failed(f"a bad answer during the sequential runs: {error}") from None
     say(
@@ -673,12 +678,18 @@ def soak_daphne(
     return soaked
 
 
-def alternating(first: Target, second: Target, count: int, blocks: int = 10) -> tuple[Samples, Samples]:
+def alternating(
+    first: Target,
+    second: Target,
+    count: int,
+    blocks: int = 10,
+    measure: Callable[[Target, int], Samples] = completions,
+) -> tuple[Samples, Samples]:
     """``count`` sequential requests to each target, in alternating blocks."""
     results = (Samples(), Samples())
     for _ in range(blocks):
         for target, samples in zip((first, second), results, strict=True):
-            samples.seconds.extend(completions(target, max(1, count // blocks)).seconds)
+            samples.seconds.extend(measure(target, max(1, count // blocks)).seconds)
     return results
 
 

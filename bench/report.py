@@ -82,6 +82,7 @@ class Results:
     gateway_cores: float  # how much of a core Daphne used during it
     upstream_cpu_ms: float
     wrk_cores: float  # CPUs wrk used during the gateway's run
+    ingest_cores: float  # CPUs the bench's audit ingest used meanwhile
     others_cores: float  # CPUs every other process on the machine used meanwhile
     profile: str | None  # markdown, or None when no profile was taken
     profile_note: str = ""
@@ -301,7 +302,8 @@ def notes(r: Results) -> str:
         f"{r.gateway_cpu_ms:.2f} ms of CPU per request: with its Python code on one core (the GIL), one "
         f"process serves at most about {ceiling:,.0f} requests/s on this CPU, however many cores the "
         f"machine has. Meanwhile wrk used "
-        f"{r.wrk_cores:.2f} CPUs, the stand-in upstream {r.upstream_cpu_ms:.2f} ms per request, and "
+        f"{r.wrk_cores:.2f} CPUs, the stand-in upstream {r.upstream_cpu_ms:.2f} ms per request, the audit "
+        f"ingest (at `nice` 10, as `make run` starts it) {r.ingest_cores:.2f} CPUs, and "
         f"other processes on the machine {r.others_cores:.2f} CPUs (more than about 0.2 makes every "
         f"number here noisy). The direct column's CPU per request is the upstream's."
     )

@@ -71,6 +71,8 @@ ASGI_APPLICATION = "gateway_project.asgi:application"
 # garbage collector tuned (gateway_project/serve.py); it takes Daphne's arguments.
 SERVER_MODULE = "gateway_project.serve"
 WARM_UP = 300
+# scripts/run.sh runs the Celery worker, and with it the audit ingest, at this lower priority.
+INGEST_NICENESS = ("nice", "-n", "10")
 MESSAGES = [{"role": "user", "content": "Say hello in a few words."}]
 
 
@@ -362,8 +364,9 @@ def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: 
     daphne, gateway_port = start_server(config, processes, "daphne", env, "the gateway (Daphne)")
     say(f"gateway (Daphne) on 127.0.0.1:{gateway_port} (pid {daphne.pid})")
     # Daphne appends each record to its spool; an ingest writes the spool into the database, here
-    # its own process (`make run` runs the same loop as a thread of the Celery worker).
-    ingest = processes.start("outbox_ingest", [PYTHON, "manage.py", "outbox_ingest"], env)
+    # its own process (`make run` runs the same loop as a thread of the Celery worker), at the
+    # worker's lower CPU priority, as scripts/run.sh starts it.
+    ingest = processes.start("outbox_ingest", [*INGEST_NICENESS, PYTHON, "manage.py", "outbox_ingest"], env)
     say(f"audit ingest process (pid {ingest.pid})")
 
     brand = env.get("GATEWAY_BRAND", "gateway").lower()
@@ -514,7 +517,7 @@ def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: 
         f"p50 {audit_off.percentile(50):.2f} ms, p99 {audit_off.percentile(99):.2f} ms"
     )
 
-    pids = {"upstream": upstream.pid, "daphne": daphne.pid}
+    pids = {"upstream": upstream.pid, "daphne": daphne.pid, "ingest": ingest.pid}
     load_direct, _ = measure_load(wrk, upstream_port, direct.body, None, config.seconds, pids)
     say(f"wrk straight to the upstream: {load_direct.requests_per_second:,.0f} requests/s")
     time.sleep(1)  # let the closed connections go
@@ -558,6 +561,7 @@ def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: 
         gateway_cores=spent["daphne"] / load_gateway.seconds,
         upstream_cpu_ms=spent["upstream"] * 1000 / load_gateway.requests,
         wrk_cores=spent["wrk"] / load_gateway.seconds,
+        ingest_cores=spent["ingest"] / load_gateway.seconds,
         others_cores=others_cores,
         profile=profile.summary(samples) if samples else None,
         profile_note=profile_note,

@@ -101,3 +101,13 @@ def wait_until_serving(base_url: str, process: subprocess.Popen, log, timeout: f
             pass
         time.sleep(0.1)
     raise RuntimeError(f"Daphne did not start serving {base_url} within {timeout} s")
+
+
+def until(predicate, timeout: float) -> bool:
+    """Whether ``predicate`` came true within ``timeout`` seconds (polled every 50 ms)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()

@@ -5,13 +5,12 @@ lines not lost when the server stops."""
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.servers import ROOT, free_port, subprocess_env, wait_until_serving
+from tests.servers import ROOT, free_port, subprocess_env, until, wait_until_serving
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,15 +22,6 @@ def logged_requests(log_path: Path) -> list[tuple[str, str]]:
     """(request, status) of each access line in the server's output."""
     lines = log_path.read_text(errors="replace").splitlines()
     return [match.groups() for line in lines if (match := LINE.match(line))]
-
-
-def until(predicate, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def test_requests_are_logged_soon_after_and_none_lost_at_stop_but_not_probes_or_static_files(tmp_path):
@@ -58,7 +48,7 @@ def test_requests_are_logged_soon_after_and_none_lost_at_stop_but_not_probes_or_
 
                 # Written while the server runs, within a moment, not on the request nor only at exit.
                 expected = [("GET /v1/models", "401"), ("GET /api/v1/api-keys?page=2", "401")]
-                assert until(lambda: logged_requests(log_path) == expected), log_path.read_text()
+                assert until(lambda: logged_requests(log_path) == expected, timeout=5), log_path.read_text()
 
                 assert client.post("/v1/chat/completions", json={}).status_code == 401
             server.terminate()  # SIGTERM: the line of the last request is written as the server stops

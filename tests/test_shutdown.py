@@ -22,7 +22,7 @@ from apps.audit.models import AuditEntry
 from tests import upstreams
 from tests.factories import create_api_key
 from tests.proxy.conftest import add_alias, add_provider_key
-from tests.servers import ROOT, free_port, subprocess_env
+from tests.servers import ROOT, free_port, subprocess_env, until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -137,15 +137,6 @@ def refused(base_url: str) -> bool:
     except httpx.ConnectError:
         return True
     return False
-
-
-def until(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 @pytest.fixture

@@ -102,6 +102,11 @@ class ProxyRedisPause:
     def paused(self) -> bool:
         return bool(self._until) and self.clock() < self._until
 
+    @property
+    def healthy(self) -> bool:
+        """No call has failed since the last one that succeeded."""
+        return not self._until
+
 
 # One per process: the revocation check (its MGET) and the budget and rate-limit scripts share it.
 proxy_redis_pause = ProxyRedisPause()

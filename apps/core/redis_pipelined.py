@@ -117,6 +117,14 @@ class PipelinedRedis:
         if self._transport is not None:
             self._transport.close()
 
+    def send_now(self, *args) -> asyncio.Future | None:
+        """The command written now, as ``execute`` writes it, for a caller that awaits the reply
+        later (a request sends a command, then does other work while Redis answers). None when
+        there is no open connection to write it on: the caller then uses ``execute``, which opens one."""
+        if self._transport is None or (not self._waiting and self._closed_by_redis()):
+            return None
+        return self._send(args)
+
     async def execute(self, *args) -> Any:
         if self._transport is not None and not self._waiting and self._closed_by_redis():
             self._give_up(lambda: redis.ConnectionError("Connection to Redis lost"))

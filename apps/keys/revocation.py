@@ -15,6 +15,7 @@ The marks have one interface, ``Revocation``, and two implementations chosen onc
 ``revocations()`` (``apps/core/backends.py``): in Redis, and in this process (the embedded default).
 """
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -52,6 +53,12 @@ class Revocation(Protocol):
         (Redis unreachable, or skipped after a failure: keep what is in memory). Never raises."""
         ...
 
+    def send_early(self, key_id: str, organization_id: str) -> asyncio.Future | None:
+        """For the proxy: the check's question sent now, to be answered by ``check(..., sent=...)``
+        later, so the request does other work while it travels. None when nothing was sent (no
+        round trip to save, or no open connection): ``check`` then asks itself."""
+        ...
+
 
 class LocalRevocation:
     """The embedded default's: the marks and the generation this process holds."""
@@ -59,8 +66,13 @@ class LocalRevocation:
     def mark(self, key_id: str) -> None:
         local_marks.add(key_id)
 
-    async def check(self, key_id: str, organization_id: str) -> tuple[bool, int | None]:
+    async def check(
+        self, key_id: str, organization_id: str, sent: asyncio.Future | None = None
+    ) -> tuple[bool, int | None]:
         return key_id in local_marks, local_generation(organization_id)
+
+    def send_early(self, key_id: str, organization_id: str) -> asyncio.Future | None:
+        return None  # in this process's memory: nothing to wait for
 
 
 class RedisRevocation:
@@ -69,13 +81,32 @@ class RedisRevocation:
     def mark(self, key_id: str) -> None:
         sync_client().set(marker(key_id), b"1", ex=MARKER_SECONDS)
 
-    async def check(self, key_id: str, organization_id: str) -> tuple[bool, int | None]:
-        """In one round trip (two the first time an organization's counter is missing)."""
+    def send_early(self, key_id: str, organization_id: str) -> asyncio.Future | None:
+        if not proxy_redis_pause.healthy:  # a failure is being handled: check() probes, as usual
+            return None
+        send_now = getattr(async_client(), "send_now", None)  # the pipelined client's
+        if send_now is None:
+            return None
+        sent = send_now("MGET", marker(key_id), generation_key(organization_id))
+        if sent is not None:
+            # A request refused before admission never reads its reply; nor is a failure then
+            # reported as never retrieved.
+            sent.add_done_callback(_retrieve)
+        return sent
+
+    async def check(
+        self, key_id: str, organization_id: str, sent: asyncio.Future | None = None
+    ) -> tuple[bool, int | None]:
+        """In one round trip (two the first time an organization's counter is missing); none of its
+        own when ``sent`` is the reply of ``send_early``'s."""
         client = async_client()
         try:
             proxy_redis_pause.check()
             # One command, one round trip: cheaper for the proxy's CPU than a two-command pipeline.
-            revoked, generation = await client.mget(marker(key_id), generation_key(organization_id))
+            if sent is not None:
+                revoked, generation = await sent
+            else:
+                revoked, generation = await client.mget(marker(key_id), generation_key(organization_id))
             if generation is None:  # never bumped, or a Redis that restarted empty: seeded, never 0
                 generation = await client.eval(SEED, 1, generation_key(organization_id), new_seed())
         except (redis.RedisError, OSError) as error:
@@ -99,9 +130,21 @@ def announce_revoked(key_id: str) -> None:
     revocations().mark(key_id)
 
 
-async def check(key_id: str, organization_id: str) -> tuple[bool, int | None]:
+async def check(
+    key_id: str, organization_id: str, sent: asyncio.Future | None = None
+) -> tuple[bool, int | None]:
     """``Revocation.check`` of this deployment's implementation."""
-    return await revocations().check(key_id, organization_id)
+    return await revocations().check(key_id, organization_id, sent)
+
+
+def send_early(key_id: str, organization_id: str) -> asyncio.Future | None:
+    """``Revocation.send_early`` of this deployment's implementation."""
+    return revocations().send_early(key_id, organization_id)
+
+
+def _retrieve(sent: asyncio.Future) -> None:
+    if not sent.cancelled():
+        sent.exception()
 
 
 def _warn_unreachable(error: Exception) -> None:

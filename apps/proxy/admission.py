@@ -29,6 +29,7 @@ from apps.organizations.models import FailMode
 from .auth import AuthenticatedKey, KeyRefused
 from .charges import Charges
 from .config import OrganizationConfig
+from .http import ProxyRequest
 from .limit_refusals import (
     LimitsUnavailable,
     budget_exceeded,
@@ -45,6 +46,7 @@ from .settling import (
 )
 
 if TYPE_CHECKING:
+    from .caller import Caller
     from .pipeline import ProxyContext
 
 logger = logging.getLogger(__name__)
@@ -53,18 +55,37 @@ logger = logging.getLogger(__name__)
 _WARNING_SECONDS = 30.0
 
 
-async def current_generation(key: AuthenticatedKey) -> int | None:
+def send_early(request: ProxyRequest, caller: "Caller") -> None:
+    """Sends admission's revocation check now, when it will be admission's whole round trip (no rate
+    limit or budget can apply to the caller: those are checked with the revocation in one script),
+    so that the body is read and checked while Redis answers. Nothing with the embedded counters."""
+    limits = caller.config.limits
+    if limits.organization is not None or limits.teams or caller.key.id in limits.api_keys:
+        return
+    request.early_check = revocation.send_early(caller.key.id, caller.key.organization_id)
+
+
+def _take_early_check(request: ProxyRequest | None) -> asyncio.Future | None:
+    if request is None:
+        return None
+    sent, request.early_check = request.early_check, None
+    return sent
+
+
+async def current_generation(key: AuthenticatedKey, request: ProxyRequest | None = None) -> int | None:
     """The key's organization's configuration generation (None when it cannot be known); refuses a
-    key revoked since it was cached."""
-    revoked, generation = await revocation.check(key.id, key.organization_id)
+    key revoked since it was cached. The check ``send_early`` sent for ``request`` is its answer."""
+    revoked, generation = await revocation.check(key.id, key.organization_id, _take_early_check(request))
     if revoked:
         raise _revoked(key.id)
     return generation
 
 
-async def newer_generation(key: AuthenticatedKey, config: OrganizationConfig) -> int | None:
+async def newer_generation(
+    key: AuthenticatedKey, config: OrganizationConfig, request: ProxyRequest | None = None
+) -> int | None:
     """The generation when it is newer than the request's copy of the configuration, else None."""
-    generation = await current_generation(key)
+    generation = await current_generation(key, request)
     return generation if generation is not None and generation != config.generation else None
 
 
@@ -75,7 +96,7 @@ async def admit(ctx: "ProxyContext", charges: Charges, now: datetime) -> int | N
     request = ctx.request
     config = ctx.config
     if not charges.rates and not charges.budgets:
-        return await newer_generation(ctx.key, config)
+        return await newer_generation(ctx.key, config, request)
     limits = counters()
     # Settles waiting in this process ride along: under steady traffic no settle costs a round trip
     # of its own.

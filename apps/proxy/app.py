@@ -25,7 +25,7 @@ from apps.core.database import UNREACHABLE_ERRORS, DatabaseUnavailable
 from apps.core.errors import GatewayError, MethodNotAllowed, NotFound
 from apps.events.publish import EventType, raise_event
 
-from . import endpoints, pipeline, settling
+from . import admission, endpoints, pipeline, settling
 from .auth import require_permission
 from .caller import configured, identified
 from .endpoints import Endpoint
@@ -194,10 +194,12 @@ class ProxyApp:
         require_permission(key, route.permissions)
         if shutdown.state.draining:  # arrived on a kept-alive connection after SIGTERM: refused, audited
             raise shutdown.ServerStopping(closing=True)
+        caller = await configured(request, key)
+        admission.send_early(request, caller)  # Redis answers while the body is read and checked
         # Read only after the key is known, so anonymous clients cannot make the gateway buffer bodies.
         request.body = await read_body(receive, request.headers, settings.GATEWAY_MAX_BODY_BYTES)
         runtime.key_usage.note(key.id)
-        return await pipeline.run(route.endpoint, request, await configured(request, key))
+        return await pipeline.run(route.endpoint, request, caller)
 
     def error_response(self, request: ProxyRequest, error: GatewayError) -> ProxyResponse:
         record = request.record

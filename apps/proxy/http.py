@@ -4,6 +4,7 @@ The proxy does not go through Django's request handling (see gateway_project/asg
 classes are what its views see instead.
 """
 
+import asyncio
 import json
 import re
 import time
@@ -115,6 +116,8 @@ class ProxyRequest:
     # Admission (admission.py): the rate-limit headers of every response, what to settle after it.
     limit_headers: dict[str, str] = field(default_factory=dict)
     settlement: "Settlement | None" = None
+    # Admission's revocation check, sent before the body is read (admission.send_early); taken once.
+    early_check: asyncio.Future | None = None
 
     def json(self) -> Any:
         """The body as JSON (``parse_json``); anything unreadable is a 400 in OpenAI's shape."""

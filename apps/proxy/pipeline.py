@@ -255,7 +255,7 @@ async def admitted(
             ctx = begin(endpoint, request, caller, body)
             charges = charges_for(ctx, now)
         except GatewayError:
-            generation = await admission.newer_generation(caller.key, caller.config)
+            generation = await admission.newer_generation(caller.key, caller.config, request)
             if generation is None:
                 raise
         else:

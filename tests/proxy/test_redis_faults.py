@@ -5,10 +5,12 @@ wait on a Redis that hangs for every request."""
 import time
 
 import pytest
+import redis
 from channels.db import database_sync_to_async
 
 from apps.core import redis as core_redis
 from apps.core.redis import proxy_redis_pause
+from apps.core.revocation_marks import marker
 from apps.limits import services as limits_services
 from apps.organizations import services as organization_services
 from apps.proxy.runtime import runtime
@@ -177,3 +179,37 @@ async def test_when_the_pause_ends_one_request_probes_and_a_redis_back_is_used_a
 
     assert response.status_code == 200
     assert response.headers["x-ratelimit-limit-requests"] == "1000"  # checked again
+
+
+# --- Admission's one round trip, sent early --------------------------------------------------------
+
+
+def commands_run(client: redis.Redis) -> dict[str, int]:
+    """How often Redis ran each command so far (INFO commandstats), INFO itself left out."""
+    stats = client.info("commandstats")
+    return {name.removeprefix("cmdstat_"): s["calls"] for name, s in stats.items() if name != "cmdstat_info"}
+
+
+async def test_a_request_without_limits_costs_redis_one_mget_and_a_revocation_from_elsewhere_is_seen(
+    proxy, own_redis, routed, organization
+):
+    key, secret = await database_sync_to_async(create_api_key)(organization)
+    assert (await chat(proxy, secret)).status_code == 200  # the configuration read, the connection open
+    observer = redis.Redis.from_url(own_redis.url)  # one connection: its greeting counted before
+    before = commands_run(observer)
+
+    for _ in range(5):
+        assert (await chat(proxy, secret)).status_code == 200
+    refused_body = await proxy.post("/v1/chat/completions", json={"model": "fast"}, headers=bearer(secret))
+    assert refused_body.status_code == 400  # refused after its check was sent: its reply is never read
+    assert (await chat(proxy, secret)).status_code == 200  # and the next request reads its own
+
+    after = commands_run(observer)
+    ran = {name: calls - before.get(name, 0) for name, calls in after.items() if calls != before.get(name, 0)}
+    assert ran == {"mget": 7}
+
+    # Another node revokes the key: it writes the mark, which this process learns from Redis only.
+    observer.set(marker(str(key.id)), b"1")
+    observer.close()
+    response = await chat(proxy, secret)
+    assert response.status_code == 401, response.text

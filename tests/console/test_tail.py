@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
@@ -388,6 +388,46 @@ async def test_a_burst_is_one_message_per_organization_with_its_latest_requests(
         prefix = group.removeprefix("tail.")[:8]
         assert [request["log_id"] for request in message["requests"]] == [f"{prefix}-{n}" for n in (2, 3, 4)]
         assert "secret" not in str(message)
+
+
+async def test_with_the_in_memory_layer_only_a_watched_organization_is_published(monkeypatch):
+    """The embedded default's layer holds every watcher in this process: an organization nobody
+    watches costs no summaries and no message; the one watched gets its requests."""
+    from apps.audit.records import RequestRecord
+
+    layer = InMemoryChannelLayer()
+    sent = []
+    group_send = layer.group_send
+
+    async def spied(group, message):
+        sent.append(group)
+        await group_send(group, message)
+
+    layer.group_send = spied
+    monkeypatch.setattr("apps.audit.tail.get_channel_layer", lambda: layer)
+    watched, unwatched = str(uuid.uuid4()), str(uuid.uuid4())
+    await layer.group_add(tail_group(watched), "watcher")
+    tail = TailPublisher(interval=0.01)
+    for organization_id in (watched, unwatched):
+        tail.hand_off(
+            RequestRecord(
+                f"request-{organization_id[:8]}",
+                datetime.now(UTC),
+                "/v1/models",
+                "",
+                "",
+                organization_id=organization_id,
+            )
+        )
+    for _ in range(50):
+        if not tail._pending and not tail._tasks:
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.gather(*tail._tasks)
+
+    assert sent == [tail_group(watched)]
+    message = await asyncio.wait_for(layer.receive("watcher"), 1)
+    assert [request["log_id"] for request in message["requests"]] == [f"request-{watched[:8]}"]
 
 
 def test_the_hand_off_does_nothing_without_an_event_loop():

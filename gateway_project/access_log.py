@@ -82,7 +82,12 @@ class AccessLog:
         if not self._lines:
             return
         lines, self._lines = self._lines, []
+        text = "".join(lines)
         # A closed or broken stdout (the terminal went away) never stops the server answering.
         with contextlib.suppress(OSError, ValueError):
-            self.stream.write("".join(lines))
+            try:
+                self.stream.write(text)
+            except UnicodeEncodeError:  # a stream that cannot write a character (ASCII): escaped
+                encoding = getattr(self.stream, "encoding", None) or "utf-8"
+                self.stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
             self.stream.flush()

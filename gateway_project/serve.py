@@ -105,6 +105,8 @@ class DrainingServer(Server):
         1,000 requests/s, and 1.6 % of a request's CPU spent sweeping them. A request that finished
         cleanly, its answer sent, is forgotten at once; one that raised is left to the sweep, which
         logs it."""
+        if isinstance(protocol, WebSocketProtocol):  # its close handshake still reports to Daphne
+            return
         details = self.connections.get(protocol)
         if details is None or details.get("application_instance") is not instance:
             return

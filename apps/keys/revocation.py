@@ -103,7 +103,8 @@ class RedisRevocation:
         try:
             proxy_redis_pause.check()
             # One command, one round trip: cheaper for the proxy's CPU than a two-command pipeline.
-            if sent is not None:
+            # A reply sent before a failure began is not the probe a pause waits for: asked afresh.
+            if sent is not None and proxy_redis_pause.healthy:
                 revoked, generation = await sent
             else:
                 revoked, generation = await client.mget(marker(key_id), generation_key(organization_id))

@@ -2,6 +2,7 @@
 the test's own: the configuration generation survives a restart as a change, and admission does not
 wait on a Redis that hangs for every request."""
 
+import asyncio
 import time
 
 import pytest
@@ -11,6 +12,7 @@ from channels.db import database_sync_to_async
 from apps.core import redis as core_redis
 from apps.core.redis import proxy_redis_pause
 from apps.core.revocation_marks import marker
+from apps.keys import revocation
 from apps.limits import services as limits_services
 from apps.organizations import services as organization_services
 from apps.proxy.runtime import runtime
@@ -213,3 +215,22 @@ async def test_a_request_without_limits_costs_redis_one_mget_and_a_revocation_fr
     observer.close()
     response = await chat(proxy, secret)
     assert response.status_code == 401, response.text
+
+
+async def test_a_check_sent_before_a_failure_is_not_taken_as_the_probe_that_ends_the_pause(
+    own_redis, organization
+):
+    clock = proxy_redis_pause.clock = FakeClock()
+    sent = asyncio.get_running_loop().create_future()
+    sent.set_result([None, b"7"])  # a reply in hand from before Redis failed
+    proxy_redis_pause.failed()
+    clock.now += proxy_redis_pause.seconds  # the pause is over: the next call is the probe
+    observer = redis.Redis.from_url(own_redis.url)
+    before = commands_run(observer).get("mget", 0)
+
+    revoked, generation = await revocation.redis_revocation.check("some-key", str(organization.id), sent)
+
+    assert commands_run(observer).get("mget", 0) - before == 1  # Redis itself was asked
+    observer.close()
+    assert (revoked, proxy_redis_pause.healthy) == (False, True)
+    assert generation is not None and generation != 7

@@ -242,6 +242,8 @@ class ProxyApp:
             record.request_body, record.response_body = request.body, response.body
         headers = {"content-type": "application/json", **self.gateway_headers(request, stream=False)}
         headers.update(response.headers)
+        # A whole answer's length is known: sent as it is, not in chunks, as the providers send it.
+        headers["content-length"] = str(len(response.body))
         await send({"type": "http.response.start", "status": response.status, "headers": _encode(headers)})
         await send({"type": "http.response.body", "body": response.body})
 

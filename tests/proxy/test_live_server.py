@@ -177,3 +177,23 @@ def test_daphne_answers_a_model_name_outside_latin_1_with_its_completion(routed_
     assert response.json()["model"] == "模型-🦙"
     assert response.headers["x-gateway-model"] == "%E6%A8%A1%E5%9E%8B-%F0%9F%A6%99"
     assert upstream.last_request.json["model"] == "模型-🦙"
+
+
+def test_a_whole_answer_and_an_error_carry_their_length_and_a_stream_is_chunked(routed_gateway):
+    gateway_url, key = routed_gateway
+    authorization = {"Authorization": f"Bearer {key}"}
+    chat = {"model": "fast", "messages": [{"role": "user", "content": "hi"}]}
+
+    for response in (
+        httpx.post(f"{gateway_url}/v1/chat/completions", json=chat, headers=authorization),
+        httpx.post(f"{gateway_url}/v1/chat/completions", json={"model": "fast"}, headers=authorization),
+    ):
+        assert response.status_code in (200, 400), response.text
+        assert response.headers["content-length"] == str(len(response.content))
+        assert "transfer-encoding" not in response.headers
+
+    streamed = httpx.post(
+        f"{gateway_url}/v1/chat/completions", json={**chat, "stream": True}, headers=authorization
+    )
+    assert streamed.headers["transfer-encoding"] == "chunked"
+    assert streamed.text.rstrip().endswith("data: [DONE]")

@@ -125,6 +125,26 @@ class PipelinedRedis:
             return None
         return self._send(args)
 
+    def read_arrived(self) -> None:
+        """Reads the replies already on the socket, now: a caller about to await a reply sent a
+        while ago (``send_now``) finds it answered without a turn of the event loop, when Redis was
+        quicker than the work done meanwhile. Reads what is there and never waits; what arrives
+        later is read by the event loop as usual."""
+        sock, protocol = self._socket, self._protocol
+        if sock is None or protocol is None or not self._waiting:
+            return
+        try:
+            data = sock.recv(1 << 16)
+        except (BlockingIOError, InterruptedError):
+            return  # nothing yet
+        except OSError:
+            self._give_up(lambda: redis.ConnectionError("Connection to Redis lost"))
+            return
+        if not data:  # Redis closed the connection
+            self._give_up(lambda: redis.ConnectionError("Connection to Redis lost"))
+            return
+        self._received(protocol, data)
+
     async def execute(self, *args) -> Any:
         if self._transport is not None and not self._waiting and self._closed_by_redis():
             self._give_up(lambda: redis.ConnectionError("Connection to Redis lost"))

@@ -105,6 +105,8 @@ class RedisRevocation:
             # One command, one round trip: cheaper for the proxy's CPU than a two-command pipeline.
             # A reply sent before a failure began is not the probe a pause waits for: asked afresh.
             if sent is not None and proxy_redis_pause.healthy:
+                if not sent.done():
+                    getattr(client, "read_arrived", _nothing)()
                 revoked, generation = await sent
             else:
                 revoked, generation = await client.mget(marker(key_id), generation_key(organization_id))
@@ -141,6 +143,10 @@ async def check(
 def send_early(key_id: str, organization_id: str) -> asyncio.Future | None:
     """``Revocation.send_early`` of this deployment's implementation."""
     return revocations().send_early(key_id, organization_id)
+
+
+def _nothing() -> None:
+    return None
 
 
 def _retrieve(sent: asyncio.Future) -> None:

@@ -191,3 +191,51 @@ async def test_a_connection_attempt_every_caller_left_is_not_replayed_to_the_nex
         assert await pipelined.get("a") is None
     finally:
         await pipelined.aclose()
+
+
+def until_done(client: PipelinedRedis, reply: asyncio.Future, seconds: float = 2.0) -> None:
+    """Reads what has arrived until ``reply`` is answered, never giving the event loop a turn."""
+    deadline = time.monotonic() + seconds
+    while not reply.done() and time.monotonic() < deadline:
+        client.read_arrived()
+
+
+async def test_a_command_sent_now_is_answered_from_the_socket_without_a_turn_of_the_loop(client, direct):
+    direct.set("k", b"v")
+    assert await client.get("k") == b"v"  # connected
+    for command, expected in ((("GET", "k"), b"v"), (("MGET", "k", "missing"), [b"v", None])):
+        reply = client.send_now(*command)  # nothing else in flight: written at once
+
+        until_done(client, reply)
+
+        assert reply.result() == expected
+    assert await client.get("k") == b"v"  # the event loop reads the next replies as before
+
+
+async def test_without_an_open_connection_nothing_is_sent_now(server):
+    client = client_for(server.url)
+    assert client.send_now("GET", "k") is None  # the caller uses execute, which connects
+    client.read_arrived()  # nothing to read: does nothing
+    assert await client.get("k") is None
+    await client.aclose()
+
+
+async def test_a_connection_cut_while_a_reply_sent_now_is_awaited_fails_it_and_the_next_reconnects(server):
+    with TcpProxy("127.0.0.1", server.port) as proxy:
+        pipelined = client_for(f"redis://127.0.0.1:{proxy.port}/0")
+        try:
+            assert await pipelined.set("a", "1")
+            server.freeze()  # the command below stays unanswered...
+            reply = pipelined.send_now("GET", "a")
+            proxy.sever()  # ...when its connection is cut
+
+            until_done(pipelined, reply)
+
+            with pytest.raises(redis.ConnectionError):
+                reply.result()
+            server.thaw()
+            proxy.restore()
+            assert await pipelined.get("a") == b"1"
+        finally:
+            server.thaw()
+            await pipelined.aclose()

@@ -47,10 +47,13 @@ class Revocation(Protocol):
         ``redis.RedisError`` when Redis cannot be reached."""
         ...
 
-    async def check(self, key_id: str, organization_id: str) -> tuple[bool, int | None]:
+    async def check(
+        self, key_id: str, organization_id: str, sent: asyncio.Future | None = None
+    ) -> tuple[bool, int | None]:
         """For the proxy: whether the key was marked revoked, and the organization's configuration
         generation (``apps/core/generations.py``); None for the generation when it cannot be known
-        (Redis unreachable, or skipped after a failure: keep what is in memory). Never raises."""
+        (Redis unreachable, or skipped after a failure: keep what is in memory). Never raises.
+        ``sent``: the reply of ``send_early``'s question, when it sent one."""
         ...
 
     def send_early(self, key_id: str, organization_id: str) -> asyncio.Future | None:

@@ -26,6 +26,7 @@ import redis
 from apps.core.backends import backend
 from apps.core.generations import SEED, generation_key, local_generation, new_seed
 from apps.core.redis import RedisPaused, async_client, proxy_redis_pause, sync_client
+from apps.core.redis_pipelined import PipelinedRedis
 from apps.core.revocation_marks import MARKER_SECONDS, local_marks, marker
 
 logger = logging.getLogger(__name__)
@@ -87,10 +88,10 @@ class RedisRevocation:
     def send_early(self, key_id: str, organization_id: str) -> asyncio.Future | None:
         if not proxy_redis_pause.healthy:  # a failure is being handled: check() probes, as usual
             return None
-        send_now = getattr(async_client(), "send_now", None)  # the pipelined client's
-        if send_now is None:
+        client = async_client()
+        if not isinstance(client, PipelinedRedis):  # redis.asyncio (TLS, a Unix socket): asked in check()
             return None
-        sent = send_now("MGET", marker(key_id), generation_key(organization_id))
+        sent = client.send_now("MGET", marker(key_id), generation_key(organization_id))
         if sent is not None:
             # A request refused before admission never reads its reply; nor is a failure then
             # reported as never retrieved.
@@ -108,8 +109,8 @@ class RedisRevocation:
             # One command, one round trip: cheaper for the proxy's CPU than a two-command pipeline.
             # A reply sent before a failure began is not the probe a pause waits for: asked afresh.
             if sent is not None and proxy_redis_pause.healthy:
-                if not sent.done():
-                    getattr(client, "read_arrived", _nothing)()
+                if not sent.done() and isinstance(client, PipelinedRedis):
+                    client.read_arrived()
                 revoked, generation = await sent
             else:
                 revoked, generation = await client.mget(marker(key_id), generation_key(organization_id))
@@ -146,10 +147,6 @@ async def check(
 def send_early(key_id: str, organization_id: str) -> asyncio.Future | None:
     """``Revocation.send_early`` of this deployment's implementation."""
     return revocations().send_early(key_id, organization_id)
-
-
-def _nothing() -> None:
-    return None
 
 
 def _retrieve(sent: asyncio.Future) -> None:

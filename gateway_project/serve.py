@@ -95,7 +95,8 @@ class DrainingServer(Server):
     def create_application(self, protocol, scope):
         queue = super().create_application(protocol, scope)
         instance = self.connections.get(protocol, {}).get("application_instance")
-        if instance is not None:
+        # A WebSocket is left to the sweep: its close handshake still reports to Daphne.
+        if instance is not None and not isinstance(protocol, WebSocketProtocol):
             instance.add_done_callback(functools.partial(self._forget_finished, protocol))
         return queue
 
@@ -105,8 +106,6 @@ class DrainingServer(Server):
         1,000 requests/s, and 1.6 % of a request's CPU spent sweeping them. A request that finished
         cleanly, its answer sent, is forgotten at once; one that raised is left to the sweep, which
         logs it."""
-        if isinstance(protocol, WebSocketProtocol):  # its close handshake still reports to Daphne
-            return
         details = self.connections.get(protocol)
         if details is None or details.get("application_instance") is not instance:
             return

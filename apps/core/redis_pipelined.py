@@ -138,8 +138,7 @@ class PipelinedRedis:
         except (BlockingIOError, InterruptedError):
             return  # nothing yet
         except OSError:
-            self._give_up(lambda: redis.ConnectionError("Connection to Redis lost"))
-            return
+            data = b""  # reset: as closed
         if not data:  # Redis closed the connection
             self._give_up(lambda: redis.ConnectionError("Connection to Redis lost"))
             return

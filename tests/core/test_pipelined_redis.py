@@ -147,24 +147,34 @@ async def test_after_redis_restarts_the_next_command_opens_a_new_connection(clie
     assert await client.get("a") == b"2"
 
 
-async def test_a_connection_lost_with_commands_waiting_fails_them_and_the_next_reconnects(server):
+@pytest.fixture
+async def behind_proxy(server):
+    """A client whose connection goes through a TCP proxy the test can cut; the server thawed and
+    the client closed whatever the test did."""
     with TcpProxy("127.0.0.1", server.port) as proxy:
         pipelined = client_for(f"redis://127.0.0.1:{proxy.port}/0")
         try:
-            assert await pipelined.set("a", "1")
-            server.freeze()  # the command below stays unanswered...
-            waiting = asyncio.ensure_future(pipelined.get("a"))
-            await asyncio.sleep(0.05)
-            proxy.sever()  # ...when its connection is cut
-
-            with pytest.raises(redis.ConnectionError):
-                await waiting
-            server.thaw()
-            proxy.restore()
-            assert await pipelined.get("a") == b"1"
+            yield proxy, pipelined
         finally:
             server.thaw()
             await pipelined.aclose()
+
+
+async def test_a_connection_lost_with_commands_waiting_fails_them_and_the_next_reconnects(
+    server, behind_proxy
+):
+    proxy, pipelined = behind_proxy
+    assert await pipelined.set("a", "1")
+    server.freeze()  # the command below stays unanswered...
+    waiting = asyncio.ensure_future(pipelined.get("a"))
+    await asyncio.sleep(0.05)
+    proxy.sever()  # ...when its connection is cut
+
+    with pytest.raises(redis.ConnectionError):
+        await waiting
+    server.thaw()
+    proxy.restore()
+    assert await pipelined.get("a") == b"1"
 
 
 async def test_the_database_of_a_query_string_is_used_as_redis_py_uses_it(server, direct):
@@ -220,22 +230,19 @@ async def test_without_an_open_connection_nothing_is_sent_now(server):
     await client.aclose()
 
 
-async def test_a_connection_cut_while_a_reply_sent_now_is_awaited_fails_it_and_the_next_reconnects(server):
-    with TcpProxy("127.0.0.1", server.port) as proxy:
-        pipelined = client_for(f"redis://127.0.0.1:{proxy.port}/0")
-        try:
-            assert await pipelined.set("a", "1")
-            server.freeze()  # the command below stays unanswered...
-            reply = pipelined.send_now("GET", "a")
-            proxy.sever()  # ...when its connection is cut
+async def test_a_connection_cut_while_a_reply_sent_now_is_awaited_fails_it_and_the_next_reconnects(
+    server, behind_proxy
+):
+    proxy, pipelined = behind_proxy
+    assert await pipelined.set("a", "1")
+    server.freeze()  # the command below stays unanswered...
+    reply = pipelined.send_now("GET", "a")
+    proxy.sever()  # ...when its connection is cut
 
-            until_done(pipelined, reply)
+    until_done(pipelined, reply)
 
-            with pytest.raises(redis.ConnectionError):
-                reply.result()
-            server.thaw()
-            proxy.restore()
-            assert await pipelined.get("a") == b"1"
-        finally:
-            server.thaw()
-            await pipelined.aclose()
+    with pytest.raises(redis.ConnectionError):
+        reply.result()
+    server.thaw()
+    proxy.restore()
+    assert await pipelined.get("a") == b"1"

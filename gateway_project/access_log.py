@@ -8,8 +8,8 @@ once per second, kept in memory, and written with the others at most ``FLUSH_SEC
 once when ``MAX_LINES`` are waiting, and when the server stops. A process killed with SIGKILL loses
 at most that quarter second of access lines; the audit log, not this, is the record of requests.
 
-Health probes and static files are not logged: a balancer's probe every few seconds, and a page's
-dozen assets, would drown the requests people read the log for. Times are UTC.
+Health probes, scrapes of ``/metrics`` and static files are not logged: a balancer's probe every few
+seconds, and a page's dozen assets, would drown the requests people read the log for. Times are UTC.
 """
 
 import asyncio
@@ -35,7 +35,7 @@ class AccessLog:
     def __init__(self, stream: TextIO) -> None:
         from gateway_project.health import PROBES  # after Django's set-up: Daphne loads the app first
 
-        self.unlogged_paths = frozenset(PROBES)
+        self.unlogged_paths = frozenset((*PROBES, "/metrics"))
         self.stream = stream
         self._lines: list[str] = []
         self._flush_scheduled = False

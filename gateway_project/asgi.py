@@ -26,6 +26,7 @@ from apps.core.errors import error_body as management_error_body  # noqa: E402
 from apps.proxy.app import proxy_app  # noqa: E402
 from gateway_project.client_address import trust_forwarded_for  # noqa: E402
 from gateway_project.health import PROBES, health_app  # noqa: E402
+from gateway_project.metrics_endpoint import metrics_app  # noqa: E402
 from gateway_project.websocket_origin import ConsoleOriginValidator  # noqa: E402
 
 
@@ -53,6 +54,8 @@ async def http_app(scope, receive, send):
         await refuse_while_stopping(send)
     elif path in PROBES:
         await health_app(scope, receive, send)  # not Django's handler: probes load no management code
+    elif path == "/metrics":
+        await metrics_app(scope, receive, send)  # nor scrapes
     else:
         await django_app(scope, receive, send)
 

@@ -142,6 +142,7 @@ class DrainingServer(Server):
             if instance is not None and not instance.done():
                 instance.cancel()
         await close_upstream_sessions()
+        flush_request_metrics()
         await asyncio.to_thread(seal_spool)
         logger.warning("Stopped")
 
@@ -171,6 +172,12 @@ async def close_upstream_sessions() -> None:
     from apps.proxy.upstream import close_sessions
 
     await close_sessions()
+
+
+def flush_request_metrics() -> None:
+    from apps.observability.request_metrics import request_metrics
+
+    request_metrics.flush()  # what the last second's requests moved, before the process is gone
 
 
 def seal_spool() -> None:

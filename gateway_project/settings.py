@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "apps.audit",
     "apps.events",
     "apps.conversations",
+    "apps.observability",
 ]
 
 # Only the management surface pays for this stack: /v1/ is served by the lean proxy app
@@ -435,6 +436,18 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
+
+# --- Metrics (apps/observability, docs/operations.md "Metrics") -------------------------------
+# Every process of this node writes its metrics here and /metrics sums them; `manage.py prepare`
+# (make run) empties it before the node's processes start. A node's own folder, never shared.
+GATEWAY_METRICS_DIR = env.str("GATEWAY_METRICS_DIR", default=str(DATA_DIR / "metrics"))
+# Set: a scrape sends `Authorization: Bearer <token>` (401 without). Unset: /metrics is open.
+GATEWAY_METRICS_TOKEN = env.str("GATEWAY_METRICS_TOKEN", default="")
+# An organization label on the request, token, cost and cache metrics: one series per organization
+# and label set, which a gateway with many organizations pays for in Prometheus's memory.
+GATEWAY_METRICS_PER_ORGANIZATION = env.bool("GATEWAY_METRICS_PER_ORGANIZATION", default=False)
+# Distinct model names a server process labels metrics with; later ones read "other".
+GATEWAY_METRICS_MAX_MODELS = env_number("GATEWAY_METRICS_MAX_MODELS", default=200, minimum=1, maximum=10_000)
 
 # --- Logging --------------------------------------------------------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").upper()

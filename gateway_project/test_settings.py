@@ -53,3 +53,6 @@ GATEWAY_OUTBOX_FSYNC_SECONDS = 0.02
 
 # A single candidate's retry after a transient failure waits this long, not the production half second.
 GATEWAY_RETRY_BACKOFF_SECONDS = 0.01
+
+# And keeps its metrics apart too (apps/observability/metrics.py).
+GATEWAY_METRICS_DIR = str(DATA_DIR / f"metrics-test-{os.getpid()}")

@@ -83,6 +83,7 @@ def _remove_this_runs_outbox_spool():
 
     outbox().close()
     shutil.rmtree(settings.GATEWAY_OUTBOX_DIR, ignore_errors=True)
+    shutil.rmtree(settings.GATEWAY_METRICS_DIR, ignore_errors=True)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.db import DatabaseError, connections, models, transaction
 
+from apps.observability.request_metrics import request_metrics
 from apps.outbox.ingest import database_answers
 from apps.outbox.outbox import outbox, register
 
@@ -46,6 +47,8 @@ def connect() -> None:
     """Called once at start-up (AuditConfig.ready), in every process. ``GATEWAY_AUDIT_ENABLED=false``
     leaves the proxy without an audit log: only for measuring what the audit path costs (make bench)."""
     register(KIND, audit_entries_write, payload=record_payload)
+    # The request metrics (apps/observability), counted off the request like the tail's summaries.
+    on_record(request_metrics.hand_off)
     if settings.GATEWAY_AUDIT_ENABLED:
         on_record(_spool)
         # The console's live tail: a summary queued on the request, published off it (tail.py).

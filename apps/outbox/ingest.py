@@ -27,6 +27,8 @@ from typing import Any
 
 from django.db import connection, connections
 
+from apps.observability import metrics
+
 from . import spool
 from .kinds import Kind, kinds
 
@@ -191,6 +193,7 @@ class Ingest:
         # Raises if the file cannot be written: then the spool file is kept, and nothing is lost.
         spool.dead_letter(self.directory, [(kind, payload) for payload in payloads])
         self.dead_lettered += len(payloads)
+        metrics.dead_lettered(kind, len(payloads))
 
     # --- Dead letters -------------------------------------------------------------------------------
 

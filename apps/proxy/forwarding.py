@@ -272,7 +272,9 @@ class Forwarder:
         if self._backoff_ms is None or retry_after:
             # A retry's failure is the same incident as the one before it: the breaker counts
             # requests that failed on the key, so one request's retries alone never open it.
-            runtime.breaker.record_failure(candidate.key.id, retry_after=retry_after)
+            runtime.breaker.record_failure(
+                candidate.key.id, provider=candidate.key.provider, retry_after=retry_after
+            )
         self.last_failure = failure
         self._after_failure(candidate)
 

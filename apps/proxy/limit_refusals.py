@@ -9,6 +9,7 @@ from apps.events.publish import EventType, raise_event
 from apps.limits.counters import BudgetCharge, RateState
 from apps.limits.models import Scope
 from apps.limits.selectors import nanos_to_usd
+from apps.observability import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ def budget_exceeded(
     organization_id: str, request_id: str, charge: BudgetCharge, *, first_refusal: bool
 ) -> GatewayError:
     owner = _SCOPE_NAMES[charge.scope]
+    metrics.budget_refused(charge.scope)
     if first_refusal:
         announce(
             organization_id,

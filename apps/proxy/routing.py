@@ -23,6 +23,7 @@ from django.conf import settings
 from apps.catalog.selectors import AliasSnapshot, DeploymentSnapshot
 from apps.core.errors import GatewayError, NotFound, PermissionDenied
 from apps.core.model_patterns import ModelAllowList
+from apps.observability import metrics
 from apps.providers.models import Provider
 from apps.providers.selectors import ProviderKeySnapshot
 
@@ -86,6 +87,7 @@ class CircuitBreaker:
         self.clock = clock
         self._failures: dict[str, int] = {}
         self._open_until: dict[str, float] = {}
+        self._providers: dict[str, str] = {}  # of the keys that failed: the breaker metric's label
         # Half-open keys whose one trial request is under way, until when the trial may hold it: a
         # trial whose request vanished without a word (cancelled) cannot keep the key shut for good.
         self._trial_until: dict[str, float] = {}
@@ -121,25 +123,33 @@ class CircuitBreaker:
     def record_success(self, key_id: str) -> None:
         if key_id in self._failures:
             del self._failures[key_id]
-            self._open_until.pop(key_id, None)
             self._trial_until.pop(key_id, None)
+            if self._open_until.pop(key_id, None) is not None:
+                metrics.breaker_changed(self._providers.pop(key_id, ""), key_id, is_open=False)
 
-    def record_failure(self, key_id: str, *, retry_after: float | None = None) -> None:
+    def record_failure(self, key_id: str, *, provider: str = "", retry_after: float | None = None) -> None:
         now = self.clock()
         self._trial_until.pop(key_id, None)
         failures = self._failures.get(key_id, 0) + 1
         self._failures[key_id] = failures
+        was_open = key_id in self._open_until
         if failures >= settings.GATEWAY_BREAKER_FAILURES:
             self._open_until[key_id] = now + settings.GATEWAY_BREAKER_COOLDOWN_SECONDS
         if retry_after:
             # The upstream said how long to wait: no request to this key before then.
             until = now + min(retry_after, settings.GATEWAY_BREAKER_COOLDOWN_SECONDS)
             self._open_until[key_id] = max(self._open_until.get(key_id, 0.0), until)
+        if not was_open and key_id in self._open_until:
+            self._providers[key_id] = provider
+            metrics.breaker_changed(provider, key_id, is_open=True)
 
     def clear(self) -> None:
+        for key_id in self._open_until:
+            metrics.breaker_changed(self._providers.get(key_id, ""), key_id, is_open=False)
         self._failures.clear()
         self._open_until.clear()
         self._trial_until.clear()
+        self._providers.clear()
 
 
 def allowed_regions(*restrictions: frozenset[str]) -> frozenset[str] | None:

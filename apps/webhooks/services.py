@@ -33,6 +33,7 @@ from apps.core.brand import header
 from apps.core.errors import Conflict, InvalidRequest
 from apps.events.models import Event, EventType
 from apps.events.publish import rfc3339
+from apps.observability import metrics
 from apps.organizations.models import Organization
 
 from . import transport
@@ -330,6 +331,7 @@ def _record(delivery: WebhookDelivery, outcome: transport.Outcome, *, retry: boo
     if not outcome.succeeded and retry and delivery.attempt < MAX_ATTEMPTS:
         delivery.next_attempt_at = timezone.now() + RETRY_DELAYS[delivery.attempt - 1]
     delivery.save(update_fields=["status", "response_status", "duration_ms", "error", "next_attempt_at"])
+    metrics.webhook_delivered(succeeded=outcome.succeeded)
     return delivery
 
 

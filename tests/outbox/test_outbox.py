@@ -13,6 +13,7 @@ import pytest
 from apps.outbox import spool
 from apps.outbox.ingest import Ingest
 from apps.outbox.outbox import Outbox, register, unregister
+from tests.metrics import metric_value
 from tests.outbox.conftest import KIND, Database
 from tests.servers import ROOT
 
@@ -97,6 +98,7 @@ def test_while_the_database_is_down_the_spool_keeps_everything_until_it_is_back(
 
 def test_a_bad_item_is_dead_lettered_and_never_blocks_the_others(make_outbox, database, tmp_path):
     box = make_outbox(batch_size=10)
+    counted = metric_value("gateway_outbox_dead_letters_total", kind=KIND)
     for n in range(10):
         box.put(KIND, {"id": str(n), "poison": n == 4})
 
@@ -104,6 +106,7 @@ def test_a_bad_item_is_dead_lettered_and_never_blocks_the_others(make_outbox, da
 
     assert set(database.rows) == {str(n) for n in range(10)} - {"4"}
     assert box.dead_lettered == 1
+    assert metric_value("gateway_outbox_dead_letters_total", kind=KIND) == counted + 1
     items, _ = spool.read_dead_letters(tmp_path / "spool" / "dead-letters.failed")
     assert [(kind, item["id"]) for kind, item in items] == [(KIND, "4")]
 

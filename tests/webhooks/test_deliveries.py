@@ -19,6 +19,7 @@ from apps.webhooks import services
 from apps.webhooks.models import WebhookDelivery
 from apps.webhooks.transport import READ_TIMEOUT
 from gateway_project.celery import app as celery_app
+from tests.metrics import metric_value
 from tests.webhooks.conftest import DELIVERIES, WEBHOOKS, create_webhook, verify_signature
 
 # The ingest writes from a thread of its own, on its own connection, and the delivery tasks run when
@@ -151,6 +152,7 @@ def test_a_failing_receiver_gets_three_attempts_on_the_schedule_and_no_fourth(
     receiver.always = 500
     create_webhook(session_client, receiver.url())
     start = datetime.now(UTC)
+    failed_before = metric_value("gateway_webhook_deliveries_total", status="failed")
 
     with time_machine.travel(start, tick=False) as clock:
         event_id = raise_and_ingest(organization)
@@ -184,6 +186,7 @@ def test_a_failing_receiver_gets_three_attempts_on_the_schedule_and_no_fourth(
 
     assert len(receiver.received) == 3
     assert [row.attempt for row in attempts(event_id)] == [1, 2, 3]
+    assert metric_value("gateway_webhook_deliveries_total", status="failed") == failed_before + 3
     # Every attempt is signed and names its own delivery record.
     assert [received.headers["x-gateway-delivery"] for received in receiver.received] == [
         str(row.id) for row in attempts(event_id)
@@ -196,6 +199,7 @@ def test_a_receiver_that_recovers_gets_the_retry_and_the_schedule_stops(
     receiver.statuses = [503]
     create_webhook(session_client, receiver.url())
     start = datetime.now(UTC)
+    succeeded_before = metric_value("gateway_webhook_deliveries_total", status="succeeded")
 
     with time_machine.travel(start, tick=False) as clock:
         event_id = raise_and_ingest(organization)
@@ -206,6 +210,7 @@ def test_a_receiver_that_recovers_gets_the_retry_and_the_schedule_stops(
 
     assert [(row.attempt, row.status) for row in attempts(event_id)] == [(1, "failed"), (2, "succeeded")]
     assert len(receiver.received) == 2
+    assert metric_value("gateway_webhook_deliveries_total", status="succeeded") == succeeded_before + 1
 
 
 def test_a_manual_retry_makes_a_new_attempt_and_a_delivered_event_is_a_409(

@@ -1,6 +1,7 @@
 """``manage.py prepare``: what ``make run`` does before it serves, in one process (one Django start
-instead of three): the migrations, the first admin (``bootstrap_admin``), and the static files,
-collected again only when the set of them changed since the last collection.
+instead of three): the migrations, the first admin (``bootstrap_admin``), the static files,
+collected again only when the set of them changed since the last collection, and an empty metrics
+folder (the node's processes, which start after it, write their metrics there afresh).
 
 Collecting is the slow part (WhiteNoise compresses and hashes every file: seconds), and the files
 change only with the code or an install, so an unchanged tree starts without it. What changed is told
@@ -10,6 +11,7 @@ file that was removed stays collected until ``manage.py collectstatic --clear``.
 """
 
 import hashlib
+import shutil
 from pathlib import Path
 
 from django.conf import settings
@@ -27,8 +29,8 @@ class Command(BaseCommand):
     # runs them (tests/test_deployment.py), and `manage.py check` does on demand.
     requires_system_checks: list[str] = []
     help = (
-        "Migrates, creates the first admin when there is none, and collects the static files when "
-        "they changed: what `make run` does before it serves."
+        "Migrates, creates the first admin when there is none, collects the static files when they "
+        "changed and empties the metrics folder: what `make run` does before it serves."
     )
 
     def handle(self, *args, **options):
@@ -40,6 +42,15 @@ class Command(BaseCommand):
         if static_files_changed(root, stamp):
             call_command("collectstatic", interactive=False, verbosity=max(0, verbosity - 1))
             _stamp_path(root).write_text(stamp)
+        clear_metrics()
+
+
+def clear_metrics() -> None:
+    """The previous run's metric files: prometheus-client's multiprocess mode adds up every file in
+    the folder, of processes long gone too, so each run starts with an empty one."""
+    folder = Path(settings.GATEWAY_METRICS_DIR)
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
 
 
 def static_files_stamp() -> str:

@@ -1,0 +1,108 @@
+"""``GET /metrics``: the node's metrics in Prometheus's text format, on the lean path
+(gateway_project/asgi.py), so a scrape loads no management code into a server process.
+
+What a scrape sees: every process's metrics summed (metrics.py), the outbox's backlog read off the
+spool at the scrape (entries written by the servers and not yet in the database, and how long the
+oldest file has waited), and the process metrics (CPU, memory, open files) of the server process
+that answered. With ``GATEWAY_METRICS_TOKEN`` set, a scrape must send ``Authorization: Bearer
+<token>``; without, ``/metrics`` is open, and belongs on the private network (docs/operations.md).
+"""
+
+import asyncio
+import hmac
+import os
+import time
+from pathlib import Path
+
+from django.conf import settings
+from prometheus_client import (
+    CollectorRegistry,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from apps.observability.metrics import PREFIX
+from apps.outbox import spool
+
+_READ_CHUNK = 1 << 20
+# The classic text format, which every Prometheus reads (what generate_latest writes).
+TEXT_FORMAT = CONTENT_TYPE_PLAIN_0_0_4
+
+
+class OutboxCollector:
+    """The spool's backlog at the time of the scrape: what the node's ingest has still to write."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def collect(self):
+        entries, oldest = 0, 0.0
+        now = time.time()
+        for path in spool.waiting_files(self.directory):
+            try:
+                with open(path, "rb") as file:
+                    oldest = max(oldest, now - os.fstat(file.fileno()).st_mtime)
+                    while chunk := file.read(_READ_CHUNK):
+                        entries += chunk.count(b"\n")
+            except FileNotFoundError:  # the ingest finished it meanwhile
+                continue
+        yield GaugeMetricFamily(
+            f"{PREFIX}_outbox_backlog",
+            "Entries on this node's spool not yet written to the database by the ingest.",
+            value=entries,
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_outbox_oldest_seconds",
+            "How long the oldest spool file has waited for the ingest (0: none waits).",
+            value=round(oldest, 3),
+        )
+
+
+def exposition() -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    MultiProcessCollector(registry, path=settings.GATEWAY_METRICS_DIR)
+    registry.register(OutboxCollector(Path(settings.GATEWAY_OUTBOX_DIR)))
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    return generate_latest(registry)
+
+
+def authorized(headers: list[tuple[bytes, bytes]]) -> bool:
+    token = settings.GATEWAY_METRICS_TOKEN
+    if not token:
+        return True
+    expected = f"Bearer {token}".encode()
+    sent = next((value for name, value in headers if name.lower() == b"authorization"), b"")
+    return hmac.compare_digest(sent, expected)
+
+
+async def metrics_app(scope, receive, send) -> None:
+    if scope["method"] not in ("GET", "HEAD"):
+        await _answer(send, 405, b"Method not allowed: GET /metrics.\n", {"allow": "GET, HEAD"})
+    elif not authorized(scope["headers"]):
+        await _answer(
+            send,
+            401,
+            b"Unauthorized: send Authorization: Bearer <GATEWAY_METRICS_TOKEN>.\n",
+            {"www-authenticate": 'Bearer realm="metrics"'},
+        )
+    else:
+        # The files of every process, and the spool: read on a thread, never the event loop's.
+        body = await asyncio.to_thread(exposition)
+        await _answer(send, 200, body if scope["method"] == "GET" else b"", {}, TEXT_FORMAT)
+
+
+async def _answer(send, status: int, body: bytes, headers: dict[str, str], content_type="text/plain") -> None:
+    encoded = [
+        (b"content-type", content_type.encode()),
+        (b"cache-control", b"no-store"),
+        *((name.encode(), value.encode()) for name, value in headers.items()),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": encoded})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,196 @@
+"""``GET /metrics`` of a live server after real traffic through it: parsed with prometheus-client's
+own parser, every counter moves by exactly what was sent."""
+
+import json
+from collections import Counter
+from decimal import Decimal
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from apps.limits.services import limits_set
+from tests.factories import create_api_key
+from tests.proxy.conftest import add_alias, add_provider_key
+from tests.servers import daphne_server, until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CHAT = "/v1/chat/completions"
+
+
+def chat(model: str = "fast", **fields) -> dict:
+    return {"model": model, "messages": [{"role": "user", "content": "Say hello"}], "max_tokens": 5, **fields}
+
+
+def scrape(base_url: str, **headers: str) -> dict[tuple[str, tuple], float]:
+    """Every sample of /metrics: (name, sorted labels) -> value."""
+    response = httpx.get(f"{base_url}/metrics", headers=headers)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+    samples = {}
+    for family in text_string_to_metric_families(response.text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def value(samples, name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def total(samples, name: str, **labels: str) -> float:
+    """The sum over every sample of ``name`` whose labels include ``labels``."""
+    wanted = set(labels.items())
+    return sum(v for (n, held), v in samples.items() if n == name and wanted <= set(held))
+
+
+@pytest.fixture
+def routed(organization, upstream):
+    add_provider_key(organization, upstream, secret="sk-upstream-metrics")
+    add_alias(organization, "fast", ("openai", "gpt-4o-mini"))
+    return organization
+
+
+@pytest.fixture
+def gateway(tmp_path, routed):
+    with daphne_server(tmp_path) as base_url:
+        yield base_url
+
+
+def test_the_counters_move_by_exactly_the_requests_sent(gateway, routed):
+    _, secret = create_api_key(routed)
+    auth = {"Authorization": f"Bearer {secret}"}
+    answers = [httpx.post(f"{gateway}{CHAT}", json=chat(), headers=auth) for _ in range(3)]
+    answers.append(httpx.post(f"{gateway}{CHAT}", json=chat(temperature=0), headers=auth))
+    answers.append(httpx.post(f"{gateway}{CHAT}", json=chat(temperature=0), headers=auth))  # a hit
+    streamed_body = chat(stream=True, stream_options={"include_usage": True})
+    with httpx.stream("POST", f"{gateway}{CHAT}", json=streamed_body, headers=auth) as streamed:
+        assert streamed.status_code == 200
+        lines = list(streamed.iter_lines())
+    events = [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
+    (stream_usage,) = [event["usage"] for event in events if event.get("usage")]
+    stream_cost = next(
+        Decimal(line.split("=")[1]) for line in lines if line.startswith(": x-gateway-cost-usd=")
+    )
+    refused = [httpx.post(f"{gateway}{CHAT}", json=chat(), headers={"Authorization": "Bearer sk-wrong"})]
+    unknown = httpx.post(f"{gateway}/v1/no/such/path-7f3e9a", json={}, headers=auth)
+    assert [a.status_code for a in answers] == [200] * 5 and refused[0].status_code == 401
+    assert unknown.status_code == 404
+
+    def settled():
+        return total(scrape(gateway), "gateway_requests_total") == 8
+
+    assert until(settled, timeout=10)
+    samples = scrape(gateway)
+    base = {"endpoint": CHAT, "model": "gpt-4o-mini", "provider": "openai"}
+    assert total(samples, "gateway_requests_total", endpoint=CHAT, status="200") == 6
+    assert value(samples, "gateway_requests_total", **base, status="200") == 5
+    # The cache hit: no upstream, so no provider; the model as it was asked for.
+    hit = {"endpoint": CHAT, "model": "fast", "provider": ""}
+    assert value(samples, "gateway_requests_total", **hit, status="200") == 1
+    assert total(samples, "gateway_requests_total", endpoint=CHAT, status="401") == 1
+    # A path the proxy does not serve is one label value, never the path: paths are unbounded.
+    assert total(samples, "gateway_requests_total", endpoint="unknown", status="404") == 1
+    assert not any("path-7f3e9a" in str(labels) for _, labels in samples)
+
+    cache_results = Counter(a.headers["x-gateway-cache"] for a in answers)
+    cache_results.update(["bypass"])  # the stream
+    cache_results.update(["bypass", "bypass"])  # refused before any stage: the 401 and the 404
+    for result in ("l1", "miss", "bypass"):
+        assert value(samples, "gateway_cache_requests_total", result=result) == cache_results[result]
+    assert cache_results["l1"] == 1
+    usages = [a.json()["usage"] for a in answers if a.headers["x-gateway-cache"] != "l1"] + [stream_usage]
+    # What the upstreams processed: a cache hit's tokens were counted when its answer was made.
+    assert value(samples, "gateway_tokens_total", direction="input") == sum(
+        u["prompt_tokens"] for u in usages
+    )
+    assert value(samples, "gateway_tokens_total", direction="output") == sum(
+        u["completion_tokens"] for u in usages
+    )
+    cost = sum(Decimal(a.headers["x-gateway-cost-usd"]) for a in answers) + stream_cost
+    assert value(samples, "gateway_cost_usd_total") == pytest.approx(float(cost), rel=1e-9)
+    assert cost > 0
+
+    assert value(samples, "gateway_request_duration_seconds_count", endpoint=CHAT) == 7
+    assert value(samples, "gateway_request_duration_seconds_bucket", endpoint=CHAT, le="+Inf") == 7
+    assert value(samples, "gateway_overhead_seconds_count", endpoint=CHAT) == 7
+    assert value(samples, "gateway_ttft_seconds_count", endpoint=CHAT) == 1
+    # Every upstream call (the cache hit made none).
+    assert value(samples, "gateway_upstream_duration_seconds_count", provider="openai") == 5
+    assert 0 < value(samples, "gateway_upstream_duration_seconds_sum", provider="openai") < 5
+    assert value(samples, "gateway_outbox_backlog") >= 0
+    assert value(samples, "process_resident_memory_bytes") > 0
+
+
+def test_refusals_upstream_errors_and_the_breaker_are_counted(gateway, routed, upstream, settings):
+    api_key, secret = create_api_key(routed)
+    limits_set(organization=routed, api_key=api_key, rate_limits={"rpm": 1, "tpm": None})
+    auth = {"Authorization": f"Bearer {secret}"}
+    statuses = [httpx.post(f"{gateway}{CHAT}", json=chat(), headers=auth).status_code for _ in range(3)]
+    assert statuses == [200, 429, 429]
+
+    _, other = create_api_key(routed, name="failing")
+    upstream.behave("status", status=500)
+    failed = [
+        httpx.post(f"{gateway}{CHAT}", json=chat(), headers={"Authorization": f"Bearer {other}"})
+        for _ in range(3)
+    ]
+    assert {answer.status_code for answer in failed} == {502}
+
+    def counted():
+        return total(scrape(gateway), "gateway_requests_total") == 6
+
+    assert until(counted, timeout=10)
+    samples = scrape(gateway)
+    assert value(samples, "gateway_rate_limited_total") == 2
+    errors = total(samples, "gateway_upstream_errors_total", provider="openai", category="upstream_error")
+    assert errors >= 3  # each request tried the key at least once (and retried it)
+    (provider_key_id,) = {
+        dict(labels)["provider_key_id"] for name, labels in samples if name == "gateway_breaker_open"
+    }
+    assert value(samples, "gateway_breaker_open", provider="openai", provider_key_id=provider_key_id) == 1
+
+
+def test_a_budget_refusal_is_counted_by_scope(gateway, routed):
+    api_key, secret = create_api_key(routed)
+    limits_set(organization=routed, api_key=api_key, budget={"amount_usd": "0.000001", "period": "daily"})
+    answer = httpx.post(f"{gateway}{CHAT}", json=chat(), headers={"Authorization": f"Bearer {secret}"})
+    assert answer.status_code == 402
+    assert until(lambda: value(scrape(gateway), "gateway_budget_refusals_total", scope="api_key") == 1, 10)
+
+
+def test_two_server_processes_are_summed_in_either_ones_scrape(tmp_path, routed):
+    _, secret = create_api_key(routed)
+    auth = {"Authorization": f"Bearer {secret}"}
+    shared = {"GATEWAY_METRICS_DIR": str(tmp_path / "metrics")}
+    with daphne_server(tmp_path, **shared) as first, daphne_server(tmp_path, **shared) as second:
+        for base_url, count in ((first, 2), (second, 3)):
+            for _ in range(count):
+                assert httpx.post(f"{base_url}{CHAT}", json=chat(), headers=auth).status_code == 200
+
+        def both_counted(base_url: str) -> bool:
+            return (
+                value(
+                    scrape(base_url),
+                    "gateway_requests_total",
+                    endpoint=CHAT,
+                    model="gpt-4o-mini",
+                    provider="openai",
+                    status="200",
+                )
+                == 5
+            )
+
+        assert until(lambda: both_counted(first), timeout=10)
+        assert both_counted(second)
+
+
+def test_a_scrape_needs_the_token_when_one_is_set(tmp_path, routed):
+    with daphne_server(tmp_path, GATEWAY_METRICS_TOKEN="scrape-token-1") as base_url:
+        assert httpx.get(f"{base_url}/metrics").status_code == 401
+        wrong = httpx.get(f"{base_url}/metrics", headers={"Authorization": "Bearer scrape-token-2"})
+        assert wrong.status_code == 401
+        assert "scrape-token-1" not in wrong.text
+        assert scrape(base_url, Authorization="Bearer scrape-token-1")
+        assert httpx.post(f"{base_url}/metrics").status_code == 405

@@ -1,5 +1,8 @@
-"""The server's access log: one line per HTTP request and WebSocket event, as Daphne writes it
-(client, time, request, status, size), kept off the request's path.
+"""The server's access log: one line per HTTP request and WebSocket event, kept off the request's
+path. A proxied request's line is the proxy's own (``proxy_request``, from the request's record:
+request id, status, model, provider, cache, latency, overhead, tokens, cost; never a key, a secret or
+a body); every other request's is Daphne's (client, time, request, status, size). With
+``GATEWAY_LOG_FORMAT=json`` each line is a JSON object, as every other log line then is.
 
 Daphne's own logger formats the time with ``strftime`` and writes each line to stdout on the request
 (a system call per request when stdout is unbuffered, as it is in a container): about 4 % of a
@@ -9,17 +12,52 @@ once when ``MAX_LINES`` are waiting, and when the server stops. A process killed
 at most that quarter second of access lines; the audit log, not this, is the record of requests.
 
 Health probes, scrapes of ``/metrics`` and static files are not logged: a balancer's probe every few
-seconds, and a page's dozen assets, would drown the requests people read the log for. Times are UTC.
+seconds, and a page's dozen assets, would drown the requests people read the log for. A path's
+secrets are not logged either: an invitation's token, and the values of query parameters that carry
+codes and tokens (single sign-on's callback). Times are UTC.
 """
 
 import asyncio
 import contextlib
+import re
 import time
-from typing import TextIO
+from operator import attrgetter
+from typing import Any, TextIO
+
+import orjson
+
+from apps.core.logs import utc_timestamp
 
 FLUSH_SECONDS = 0.25
 MAX_LINES = 512
 UNLOGGED_PREFIXES = ("/static/", "/favicon.ico")
+PROXY_PREFIX = "/v1"
+LOGGER = "gateway.access"
+_SECRET_PATH = re.compile(r"(/invitations/)[^/?]{20,}")
+_SECRET_QUERY = re.compile(r"([?&](?:code|state|token|key|secret|password|signature|sig)=)[^&]*", re.I)
+
+# What a proxied request's line shows, copied off its record on the request (references only).
+_PROXY_FIELDS = (
+    "request_id",
+    "organization_id",
+    "client_ip",
+    "method",
+    "endpoint",
+    "status",
+    "error_code",
+    "model",
+    "requested_model",
+    "provider",
+    "cache",
+    "latency_ms",
+    "upstream_ms",
+    "ttft_ms",
+    "usage",
+    "cost_usd",
+)
+_proxy_snapshot = attrgetter(*_PROXY_FIELDS)
+# A text line shows these in Daphne's places; the others follow as name=value.
+_IN_THE_TEXT_LINE = frozenset(("client_ip", "method", "endpoint", "status", "organization_id"))
 
 _WEBSOCKET_ACTIONS = {
     "connecting": "WSCONNECTING",
@@ -32,12 +70,14 @@ _WEBSOCKET_ACTIONS = {
 class AccessLog:
     """Daphne's action logger (``Server(action_logger=...)``): called on the event loop."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, *, json: bool = False) -> None:
         from gateway_project.health import PROBES  # after Django's set-up: Daphne loads the app first
 
         self.unlogged_paths = frozenset((*PROBES, "/metrics"))
         self.stream = stream
-        self._lines: list[str] = []
+        self.json = json
+        # A line, or a proxied request's snapshot and when it ended (formatted as it is written).
+        self._lines: list[str | tuple[float, tuple]] = []
         self._flush_scheduled = False
         self._second = -1
         self._stamp = ""
@@ -45,23 +85,81 @@ class AccessLog:
     def __call__(self, protocol: str, action: str, details: dict) -> None:
         if protocol == "http" and action == "complete":
             path = details["path"]  # with its query string
-            if path.partition("?")[0] in self.unlogged_paths or path.startswith(UNLOGGED_PREFIXES):
+            bare = path.partition("?")[0]
+            if bare in self.unlogged_paths or path.startswith(UNLOGGED_PREFIXES):
                 return
-            request = f"{details['method']} {path}"
-            status, size = details["status"] or "-", details["size"] or "-"
+            if bare == PROXY_PREFIX or bare.startswith(PROXY_PREFIX + "/"):
+                return  # the proxy's own line says more (proxy_request)
+            method, status, size = details["method"], details["status"], details["size"]
         elif protocol == "websocket" and action in _WEBSOCKET_ACTIONS:
-            request, status, size = f"{_WEBSOCKET_ACTIONS[action]} {details['path']}", "-", "-"
+            path, method, status, size = details["path"], _WEBSOCKET_ACTIONS[action], None, None
         else:
             return
-        self._lines.append(f'{details["client"] or "-"} - - [{self._now()}] "{request}" {status} {size}\n')
+        self._add(self._server_line(details["client"], method, _loggable(path), status, size))
+
+    def proxy_request(self, record) -> None:
+        """The ``apps.audit.records.on_record`` listener: a proxied request's line, queued as a tuple
+        and formatted when it is written."""
+        self._add((time.time(), _proxy_snapshot(record)))
+
+    def _add(self, line: str | tuple[float, tuple]) -> None:
+        self._lines.append(line)
         if len(self._lines) >= MAX_LINES:
             self.flush()
         elif not self._flush_scheduled:
             self._schedule_flush()
 
+    def _server_line(self, client, method: str, path: str, status, size) -> str:
+        if self.json:
+            line = {
+                "time": utc_timestamp(time.time()),
+                "level": "INFO",
+                "logger": LOGGER,
+                "message": f"{method} {path} {status or '-'}",
+                "client": client,
+                "method": method,
+                "path": path,
+                "status": status,
+                "size": size,
+            }
+            return orjson.dumps(line).decode() + "\n"
+        return f'{client or "-"} - - [{self._now()}] "{method} {path}" {status or "-"} {size or "-"}\n'
+
+    def _proxy_line(self, ended: float, snapshot: tuple) -> str:
+        values: dict[str, Any] = dict(zip(_PROXY_FIELDS, snapshot, strict=True))
+        usage = values.pop("usage")
+        upstream_ms = values.pop("upstream_ms")
+        requested = values.pop("requested_model")
+        values["model"] = values["model"] or requested
+        values["overhead_ms"] = round(max(0.0, values["latency_ms"] - upstream_ms), 2)
+        values["latency_ms"] = round(values["latency_ms"], 2)
+        values["input_tokens"] = usage.input_tokens if usage else 0
+        values["output_tokens"] = usage.output_tokens if usage else 0
+        values["cost_usd"] = f"{values['cost_usd']:f}"
+        method, endpoint, status = values["method"] or "-", values["endpoint"], values["status"]
+        if self.json:
+            line = {
+                "time": utc_timestamp(ended),
+                "level": "INFO",
+                "logger": LOGGER,
+                "message": f"{method} {endpoint} {status}",
+                **{name: value for name, value in values.items() if value is not None},
+            }
+            return orjson.dumps(line).decode() + "\n"
+        fields = " ".join(
+            f"{name}={value}"
+            for name, value in values.items()
+            if name not in _IN_THE_TEXT_LINE and value not in (None, "")
+        )
+        client, stamp = values["client_ip"] or "-", self._stamp_of(ended)
+        return f'{client} - - [{stamp}] "{method} {endpoint}" {status} - {fields}\n'
+
     def _now(self) -> str:
         """The current second as the log shows it, formatted once per second."""
-        second = int(time.time())
+        return self._stamp_of(time.time())
+
+    def _stamp_of(self, moment: float) -> str:
+        second = int(moment)
         if second != self._second:
             self._second = second
             self._stamp = time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(second))
@@ -82,7 +180,7 @@ class AccessLog:
         if not self._lines:
             return
         lines, self._lines = self._lines, []
-        text = "".join(lines)
+        text = "".join(line if isinstance(line, str) else self._proxy_line(*line) for line in lines)
         # A closed or broken stdout (the terminal went away) never stops the server answering.
         with contextlib.suppress(OSError, ValueError):
             try:
@@ -91,3 +189,12 @@ class AccessLog:
                 encoding = getattr(self.stream, "encoding", None) or "utf-8"
                 self.stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
             self.stream.flush()
+
+
+def _loggable(path: str) -> str:
+    """The path without the secrets a path can carry (an invitation's token, a callback's code)."""
+    if "/invitations/" in path:
+        path = _SECRET_PATH.sub(r"\1[token]", path)
+    if "?" in path:
+        path = _SECRET_QUERY.sub(r"\1[redacted]", path)
+    return path

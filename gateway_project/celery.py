@@ -8,9 +8,11 @@ threads a worker runs beside its tasks.
   with several workers runs one beat on its own (``celery beat``), or ``--beat-thread`` on one worker.
 """
 
+import logging
 import os
 
 from celery import bootsteps
+from celery.signals import setup_logging
 from click import Option
 
 from apps.core.background import app
@@ -24,6 +26,15 @@ __all__ = ("app",)
 os.environ.setdefault("CELERY_SKIP_CHECKS", "true")
 
 outbox_worker.connect()
+
+
+@setup_logging.connect
+def keep_the_gateways_logging(loglevel=None, **kwargs) -> None:
+    """Celery keeps Django's logging (``LOGGING``: text or, with ``GATEWAY_LOG_FORMAT=json``, one
+    JSON object per line, like every other process of the gateway) instead of installing its own
+    format; its own loggers log at the worker's ``--loglevel``."""
+    if loglevel:
+        logging.getLogger("celery").setLevel(loglevel)
 
 
 class BeatThread(bootsteps.StartStopStep):

@@ -79,7 +79,12 @@ def _discard_access_line(factory: HTTPFactory, request) -> None:
 class DrainingServer(Server):
     def __init__(self, *args, action_logger=None, **kwargs) -> None:
         if isinstance(action_logger, AccessLogGenerator):  # Daphne's, as its command line makes it
-            action_logger = AccessLog(action_logger.stream)
+            from django.conf import settings
+
+            from apps.audit.records import on_record
+
+            action_logger = AccessLog(action_logger.stream, json=settings.GATEWAY_LOG_FORMAT == "json")
+            on_record(action_logger.proxy_request)  # a proxied request's line, from its record
         super().__init__(*args, action_logger=action_logger, **kwargs)
 
     def run(self) -> None:

@@ -67,6 +67,7 @@ INSTALLED_APPS = [
 # Only the management surface pays for this stack: /v1/ is served by the lean proxy app
 # (gateway_project/asgi.py) before Django's handler is reached.
 MIDDLEWARE = [
+    "apps.core.logs.RequestIdMiddleware",  # first: every later line of the request carries its id
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -451,11 +452,23 @@ GATEWAY_METRICS_MAX_MODELS = env_number("GATEWAY_METRICS_MAX_MODELS", default=20
 
 # --- Logging --------------------------------------------------------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").upper()
+# text (the default), or json: one JSON object per line, in every process (apps/core/logs.py).
+GATEWAY_LOG_FORMAT = env_choice("GATEWAY_LOG_FORMAT", choices=("text", "json"), default="text")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"request": {"()": "apps.core.logs.RequestContextFilter"}},
+    "formatters": {
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "apps.core.logs.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": GATEWAY_LOG_FORMAT,
+            "filters": ["request"],
+        }
+    },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         # httpx logs every request at INFO: noise, and a place where URLs could leak.

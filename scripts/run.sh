@@ -15,7 +15,13 @@ cd "$(dirname "$0")/.."
 BIN=${GATEWAY_BIN_DIR:-.venv/bin}
 DATA_DIR=${GATEWAY_DATA_DIR:-.gateway}
 mkdir -p "$DATA_DIR"
-"$BIN/python" manage.py prepare
+# GATEWAY_LOG_FORMAT=json: every line is a JSON object, what is printed rather than logged included.
+as_log() {
+    if [[ ${GATEWAY_LOG_FORMAT:-text} == json ]]; then "$BIN/python" -m gateway_project.json_lines "$1"; else cat; fi
+}
+celery_quiet=()
+[[ ${GATEWAY_LOG_FORMAT:-text} == json ]] && celery_quiet=(--quiet)  # no banner: it is not JSON
+"$BIN/python" manage.py prepare | as_log gateway.prepare
 
 server="" worker="" stopping=""
 stop() {
@@ -34,11 +40,13 @@ trap 'stop; exit 0' INT TERM
 trap 'if [[ -z $stopping ]]; then stop; fi' EXIT
 
 # At a lower CPU priority: on a laptop the requests come first, the log and the tasks after.
-nice -n 10 "$BIN/celery" -A gateway_project worker --beat-thread --pool solo \
-    --schedule "$DATA_DIR/celerybeat-schedule" --loglevel "${CELERY_LOG_LEVEL:-WARNING}" &
+nice -n 10 "$BIN/celery" -A gateway_project "${celery_quiet[@]}" worker --beat-thread --pool solo \
+    --schedule "$DATA_DIR/celerybeat-schedule" --loglevel "${CELERY_LOG_LEVEL:-WARNING}" \
+    > >(as_log gateway.worker) &  # what Celery prints (not logs) as it stops
 worker=$!
 
-echo "Gateway on http://${HOST:-127.0.0.1}:${PORT:-8000}/ (admin console at /admin/, API docs at /api/v1/docs)"
+echo "Gateway on http://${HOST:-127.0.0.1}:${PORT:-8000}/ (admin console at /admin/, API docs at /api/v1/docs)" |
+    as_log gateway.run
 # Daphne is not told to read forwarded headers (it would believe X-Forwarded-For from anyone); the
 # gateway reads them from GATEWAY_TRUSTED_PROXIES only (gateway_project/client_address.py).
 "$BIN/python" -m gateway_project.serve -b "${HOST:-127.0.0.1}" -p "${PORT:-8000}" \

@@ -15,7 +15,8 @@ from tests.servers import ROOT, free_port, subprocess_env, until, wait_until_ser
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TIME = r"\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d \+0000"  # UTC
-LINE = re.compile(rf'^127\.0\.0\.1:\d+ - - \[{TIME}\] "(\w+ \S+)" (\d{{3}}) \d+$')
+# Daphne's line (client with its port, size), or the proxy's (client, "-" for the size, its fields).
+LINE = re.compile(rf'^127\.0\.0\.1(?::\d+)? - - \[{TIME}\] "(\w+ \S+)" (\d{{3}}) (?:\d+|-)(?: \w+=\S+)*$')
 
 
 def logged_requests(log_path: Path) -> list[tuple[str, str]]:

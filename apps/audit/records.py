@@ -53,6 +53,7 @@ class RequestRecord:
     endpoint: str
     client_ip: str
     user_agent: str
+    method: str = ""  # the HTTP method (the access log's line)
     organization_id: str | None = None
     api_key_id: str | None = None
     api_key_prefix: str | None = None

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from apps.audit.records import RequestRecord, emit
-from apps.core import shutdown
+from apps.core import logs, shutdown
 from apps.core.brand import header_names
 from apps.core.database import UNREACHABLE_ERRORS, DatabaseUnavailable
 from apps.core.errors import GatewayError, MethodNotAllowed, NotFound
@@ -138,6 +138,7 @@ class ProxyApp:
         client = scope.get("client")
         headers = decode_headers(scope["headers"])
         request_id = str(uuid.uuid4())
+        logs.request_id.set(request_id)  # this request's task's own context: its log lines carry it
         path = scope["path"].rstrip("/") or "/"
         client_ip = client[0] if client else ""
         record = RequestRecord(
@@ -146,6 +147,7 @@ class ProxyApp:
             endpoint=path,
             client_ip=client_ip,
             user_agent=headers.get("user-agent", "")[:500],
+            method=scope["method"],
         )
         request = ProxyRequest(
             method=scope["method"],
@@ -191,6 +193,7 @@ class ProxyApp:
                 headers={"allow": ", ".join(methods)},
             )
         key = await identified(request)
+        logs.organization_id.set(key.organization_id)
         require_permission(key, route.permissions)
         if shutdown.state.draining:  # arrived on a kept-alive connection after SIGTERM: refused, audited
             raise shutdown.ServerStopping(closing=True)

@@ -27,6 +27,7 @@ from typing import Any, TextIO
 import orjson
 
 from apps.core.logs import utc_timestamp
+from apps.observability.request_metrics import overhead_ms
 
 FLUSH_SECONDS = 0.25
 MAX_LINES = 512
@@ -131,7 +132,7 @@ class AccessLog:
         upstream_ms = values.pop("upstream_ms")
         requested = values.pop("requested_model")
         values["model"] = values["model"] or requested
-        values["overhead_ms"] = round(max(0.0, values["latency_ms"] - upstream_ms), 2)
+        values["overhead_ms"] = round(overhead_ms(values["latency_ms"], values["ttft_ms"], upstream_ms), 2)
         values["latency_ms"] = round(values["latency_ms"], 2)
         values["input_tokens"] = usage.input_tokens if usage else 0
         values["output_tokens"] = usage.output_tokens if usage else 0

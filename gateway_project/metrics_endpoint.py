@@ -11,6 +11,7 @@ that answered. With ``GATEWAY_METRICS_TOKEN`` set, a scrape must send ``Authoriz
 import asyncio
 import hmac
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -35,22 +36,22 @@ TEXT_FORMAT = CONTENT_TYPE_PLAIN_0_0_4
 
 
 class OutboxCollector:
-    """The spool's backlog at the time of the scrape: what the node's ingest has still to write."""
+    """The spool's backlog: what the node's ingest has still to write. Read at most every
+    ``MAX_AGE`` seconds, one read at a time, and exactly up to ``EXACT_BYTES`` of spool (beyond, the
+    entries are estimated from the size and the lines counted so far): a scrape during a long
+    database outage, or many scrapes at once, never reads gigabytes."""
+
+    MAX_AGE = 5.0
+    EXACT_BYTES = 16 << 20
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+        self._lock = threading.Lock()
+        self._read_at = float("-inf")
+        self._backlog = (0, 0.0)
 
     def collect(self):
-        entries, oldest = 0, 0.0
-        now = time.time()
-        for path in spool.waiting_files(self.directory):
-            try:
-                with open(path, "rb") as file:
-                    oldest = max(oldest, now - os.fstat(file.fileno()).st_mtime)
-                    while chunk := file.read(_READ_CHUNK):
-                        entries += chunk.count(b"\n")
-            except FileNotFoundError:  # the ingest finished it meanwhile
-                continue
+        entries, oldest = self.backlog()
         yield GaugeMetricFamily(
             f"{PREFIX}_outbox_backlog",
             "Entries on this node's spool not yet written to the database by the ingest.",
@@ -62,11 +63,41 @@ class OutboxCollector:
             value=round(oldest, 3),
         )
 
+    def backlog(self) -> tuple[int, float]:
+        with self._lock:
+            if time.monotonic() - self._read_at >= self.MAX_AGE:
+                self._backlog = self._read()
+                self._read_at = time.monotonic()
+            return self._backlog
+
+    def _read(self) -> tuple[int, float]:
+        counted = counted_bytes = unread_bytes = 0
+        oldest, now = 0.0, time.time()
+        for path in spool.waiting_files(self.directory):
+            try:
+                with open(path, "rb") as file:
+                    status = os.fstat(file.fileno())
+                    oldest = max(oldest, now - status.st_mtime)
+                    if counted_bytes >= self.EXACT_BYTES:
+                        unread_bytes += status.st_size
+                        continue
+                    while chunk := file.read(_READ_CHUNK):
+                        counted += chunk.count(b"\n")
+                        counted_bytes += len(chunk)
+            except FileNotFoundError:  # the ingest finished it meanwhile
+                continue
+        if unread_bytes and counted:
+            counted += round(unread_bytes * counted / counted_bytes)
+        return counted, oldest
+
+
+_outbox = OutboxCollector(Path(settings.GATEWAY_OUTBOX_DIR))
+
 
 def exposition() -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     MultiProcessCollector(registry, path=settings.GATEWAY_METRICS_DIR)
-    registry.register(OutboxCollector(Path(settings.GATEWAY_OUTBOX_DIR)))
+    registry.register(_outbox)
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
@@ -77,9 +108,9 @@ def authorized(headers: list[tuple[bytes, bytes]]) -> bool:
     token = settings.GATEWAY_METRICS_TOKEN
     if not token:
         return True
-    expected = f"Bearer {token}".encode()
     sent = next((value for name, value in headers if name.lower() == b"authorization"), b"")
-    return hmac.compare_digest(sent, expected)
+    scheme, _, credentials = sent.partition(b" ")
+    return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), token.encode())
 
 
 async def metrics_app(scope, receive, send) -> None:

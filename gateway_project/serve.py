@@ -182,7 +182,10 @@ async def close_upstream_sessions() -> None:
 def flush_request_metrics() -> None:
     from apps.observability.request_metrics import request_metrics
 
-    request_metrics.flush()  # what the last second's requests moved, before the process is gone
+    try:
+        request_metrics.flush()  # what the last second's requests moved, before the process is gone
+    except Exception:  # never in the way of sealing the spool
+        logger.exception("Stopping: the last request metrics could not be added")
 
 
 def seal_spool() -> None:

@@ -15,6 +15,7 @@ names per process (then ``other``), a provider, a status; an organization only w
 ``GATEWAY_METRICS_PER_ORGANIZATION=true``; never a key, a user or a prompt.
 """
 
+import contextlib
 import glob
 import os
 import re
@@ -27,8 +28,11 @@ from django.conf import settings
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = settings.GATEWAY_METRICS_DIR
 Path(settings.GATEWAY_METRICS_DIR).mkdir(parents=True, exist_ok=True)
 
-from prometheus_client import Counter, Gauge, Histogram  # noqa: E402
+from prometheus_client import Counter, Gauge, Histogram, values  # noqa: E402
 from prometheus_client.multiprocess import mark_process_dead  # noqa: E402
+
+# Imported earlier by someone else, prometheus-client chose its one-process values: choose again.
+values.ValueClass = values.get_value_class()
 
 PREFIX = settings.GATEWAY_BRAND
 PER_ORGANIZATION = settings.GATEWAY_METRICS_PER_ORGANIZATION
@@ -75,8 +79,8 @@ tokens = Counter(
 )
 cost = Counter(
     f"{PREFIX}_cost_usd",
-    "What the answered requests cost, in US dollars, at the catalog's prices.",
-    _ORGANIZATION,
+    "What the answered requests cost, in US dollars, at the catalog's prices, by provider.",
+    ("provider", *_ORGANIZATION),
 )
 cache_requests = Counter(
     f"{PREFIX}_cache_requests",
@@ -93,7 +97,11 @@ budget_refusals = Counter(
     "Requests refused for a budget, by the budget's scope (api_key, team, organization).",
     ("scope",),
 )
-rate_limited = Counter(f"{PREFIX}_rate_limited", "Requests refused by a rate limit (429).")
+rate_limited = Counter(
+    f"{PREFIX}_rate_limited",
+    "Requests refused by a rate limit (429), by the limit's scope (api_key, team, organization).",
+    ("scope",),
+)
 upstream_errors = Counter(
     f"{PREFIX}_upstream_errors",
     "Upstream attempts that failed, by provider and category (upstream_error, client_error, "
@@ -118,11 +126,18 @@ webhook_deliveries = Counter(
 )
 
 
+# Every metric has labels: a process that never counts (a management command) writes no files.
+
+
 def budget_refused(scope: str) -> None:
     budget_refusals.labels(scope).inc()
 
 
-def breaker_changed(provider: str, provider_key_id: str, *, is_open: bool) -> None:
+def rate_limit_refused(scope: str) -> None:
+    rate_limited.labels(scope).inc()
+
+
+def breaker_shown(provider: str, provider_key_id: str, *, is_open: bool) -> None:
     breaker_open.labels(provider, provider_key_id).set(1 if is_open else 0)
 
 
@@ -139,11 +154,26 @@ _LIVE_GAUGE_FILE = re.compile(r"gauge_live\w+_(\d+)\.db$")
 
 def forget_dead_processes() -> None:
     """Drops the gauges of processes that ended without saying so (killed): a breaker shown open by
-    a process that is gone would stay open on the dashboards. Their counters stay in the sums."""
+    a process that is gone would stay open on the dashboards. Their counters stay in the sums. Run
+    as a process starts, before it sets a gauge: files under its own pid are a dead process's too
+    (a pid used again)."""
     for path in glob.glob(os.path.join(settings.GATEWAY_METRICS_DIR, "gauge_live*_*.db")):
         match = _LIVE_GAUGE_FILE.search(path)
-        if match and not _alive(int(match.group(1))):
+        if match and (int(match.group(1)) == os.getpid() or not _alive(int(match.group(1)))):
             mark_process_dead(int(match.group(1)), settings.GATEWAY_METRICS_DIR)
+
+
+_PROCESS_FILE = re.compile(r"_(\d+)\.db$")
+
+
+def clear_stopped_processes() -> None:
+    """The files of every process that is not running (a previous run's): ``manage.py prepare``
+    starts a node's run with them gone, and leaves those of processes still running alone."""
+    for path in glob.glob(os.path.join(settings.GATEWAY_METRICS_DIR, "*.db")):
+        match = _PROCESS_FILE.search(path)
+        if match and not _alive(int(match.group(1))):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
 
 
 def _alive(pid: int) -> bool:

@@ -45,7 +45,16 @@ _FIELDS = (
 _snapshot = attrgetter(*_FIELDS)
 
 OTHER = "other"  # a label value past its bound
+MODEL_LENGTH = 100
 UNKNOWN_ENDPOINT = "unknown"  # a path the proxy does not serve: never the path itself
+
+
+def overhead_ms(latency_ms: float, ttft_ms: float | None, upstream_ms: float) -> float:
+    """What the gateway added: until the answer's end less the upstream's wait; for a stream, until
+    its first chunk (the generation after it is the model's, not the gateway's), as the
+    ``x-gateway-overhead-ms`` header says."""
+    until = ttft_ms if ttft_ms is not None else latency_ms
+    return max(0.0, until - upstream_ms)
 
 
 class BoundedValues:
@@ -146,7 +155,6 @@ class RequestMetrics:
         overheads = _Histogram(metrics.overhead, metrics.OVERHEAD_BUCKETS)
         ttfts = _Histogram(metrics.ttft, metrics.DURATION_BUCKETS)
         upstreams = _Histogram(metrics.upstream_duration, metrics.DURATION_BUCKETS)
-        rate_limited = 0
         per_organization = metrics.PER_ORGANIZATION
         pending = self._pending
         while pending:
@@ -169,21 +177,22 @@ class RequestMetrics:
             ) = pending.popleft()
             endpoint = UNKNOWN_ENDPOINT if error_code == "unknown_url" else self._endpoints(endpoint)
             organization = (organization_id or "",) if per_organization else ()
-            model_label = self._models(model or requested_model or "")
+            # Only an answered request names its model: a refused one's may be anything a client
+            # typed (a model the catalog does not have, "openai/<anything>" an upstream refused).
+            served_model = (model or requested_model or "")[:MODEL_LENGTH] if status < 400 else ""
+            model_label = self._models(served_model) if served_model else ""
             requests[(endpoint, model_label, provider or "", str(status), *organization)] += 1
             cache[(cache_result, *organization)] += 1
             if policy_action:
                 policy[policy_action] += 1
-            if error_code == "rate_limit_exceeded":
-                rate_limited += 1
             if usage is not None:
                 input_tokens[organization] += usage.input_tokens
                 output_tokens[organization] += usage.output_tokens
             if cost_usd:
-                cost[organization] += cost_usd
+                cost[(provider or "", *organization)] += cost_usd
             by_endpoint = (endpoint,)
             durations.observe(by_endpoint, latency_ms / 1000)
-            overheads.observe(by_endpoint, max(0.0, latency_ms - upstream_ms) / 1000)
+            overheads.observe(by_endpoint, overhead_ms(latency_ms, ttft_ms, upstream_ms) / 1000)
             if ttft_ms is not None:
                 ttfts.observe(by_endpoint, ttft_ms / 1000)
             for attempt in attempts:
@@ -205,9 +214,7 @@ class RequestMetrics:
             if count:
                 metrics.tokens.labels("output", *labels).inc(count)
         for labels, amount in cost.items():
-            (metrics.cost.labels(*labels) if labels else metrics.cost).inc(float(amount))
-        if rate_limited:
-            metrics.rate_limited.inc(rate_limited)
+            metrics.cost.labels(*labels).inc(float(amount))
         for histogram in (durations, overheads, ttfts, upstreams):
             histogram.add_to_metric()
 

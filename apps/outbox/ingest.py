@@ -74,6 +74,7 @@ class Ingest:
         # Counters, for the command's report and the tests.
         self.delivered = 0
         self.dead_lettered = 0
+        self._replaying = False
 
     def run_forever(self, stop: threading.Event, *, interval: float, probe_seconds: float = 1.0) -> None:
         """Rounds every ``interval`` seconds (``probe_seconds`` after the database failed) until
@@ -193,7 +194,8 @@ class Ingest:
         # Raises if the file cannot be written: then the spool file is kept, and nothing is lost.
         spool.dead_letter(self.directory, [(kind, payload) for payload in payloads])
         self.dead_lettered += len(payloads)
-        metrics.dead_lettered(kind, len(payloads))
+        if not self._replaying:  # an item the replay puts back was counted when it first failed
+            metrics.dead_lettered(kind, len(payloads))
 
     # --- Dead letters -------------------------------------------------------------------------------
 
@@ -204,6 +206,14 @@ class Ingest:
         if not self.probe():
             raise DatabaseUnavailable("the database does not answer; nothing was replayed")
         report = DeadLetterReplay()
+        self._replaying = True
+        try:
+            self._replay(report)
+        finally:
+            self._replaying = False
+        return report
+
+    def _replay(self, report: DeadLetterReplay) -> None:
         for claimed in spool.claim_dead_letters(self.directory):
             items, unreadable = spool.read_dead_letters(claimed)
             if unreadable:
@@ -218,4 +228,3 @@ class Ingest:
             report.replayed += self.delivered - delivered
             report.kept += self.dead_lettered - dead
             claimed.unlink()
-        return report

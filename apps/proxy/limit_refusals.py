@@ -35,6 +35,7 @@ _SCOPE_NAMES: dict[str, str] = {
 
 def rate_limited(state: RateState) -> GatewayError:
     charge = state.charge
+    metrics.rate_limit_refused(charge.scope)
     unit = "requests" if charge.kind == "requests" else "tokens"
     owner = _SCOPE_NAMES[charge.scope]
     headers = rate_limit_headers([state])

@@ -15,6 +15,7 @@
 All state is this worker's memory: no I/O here.
 """
 
+import asyncio
 import time
 from dataclasses import dataclass
 
@@ -88,6 +89,7 @@ class CircuitBreaker:
         self._failures: dict[str, int] = {}
         self._open_until: dict[str, float] = {}
         self._providers: dict[str, str] = {}  # of the keys that failed: the breaker metric's label
+        self._shown_open: set[str] = set()  # the keys gateway_breaker_open shows as 1
         # Half-open keys whose one trial request is under way, until when the trial may hold it: a
         # trial whose request vanished without a word (cancelled) cannot keep the key shut for good.
         self._trial_until: dict[str, float] = {}
@@ -123,33 +125,59 @@ class CircuitBreaker:
     def record_success(self, key_id: str) -> None:
         if key_id in self._failures:
             del self._failures[key_id]
+            self._open_until.pop(key_id, None)
             self._trial_until.pop(key_id, None)
-            if self._open_until.pop(key_id, None) is not None:
-                metrics.breaker_changed(self._providers.pop(key_id, ""), key_id, is_open=False)
+            self._show(key_id, is_open=False)
 
     def record_failure(self, key_id: str, *, provider: str = "", retry_after: float | None = None) -> None:
         now = self.clock()
         self._trial_until.pop(key_id, None)
         failures = self._failures.get(key_id, 0) + 1
         self._failures[key_id] = failures
-        was_open = key_id in self._open_until
         if failures >= settings.GATEWAY_BREAKER_FAILURES:
             self._open_until[key_id] = now + settings.GATEWAY_BREAKER_COOLDOWN_SECONDS
         if retry_after:
             # The upstream said how long to wait: no request to this key before then.
             until = now + min(retry_after, settings.GATEWAY_BREAKER_COOLDOWN_SECONDS)
             self._open_until[key_id] = max(self._open_until.get(key_id, 0.0), until)
-        if not was_open and key_id in self._open_until:
+        if self._open_until.get(key_id, 0.0) > now:
             self._providers[key_id] = provider
-            metrics.breaker_changed(provider, key_id, is_open=True)
+            self._show(key_id, is_open=True)
+            self._check_when_cooled(key_id, self._open_until[key_id] - now)
 
     def clear(self) -> None:
-        for key_id in self._open_until:
-            metrics.breaker_changed(self._providers.get(key_id, ""), key_id, is_open=False)
+        for key_id in list(self._shown_open):
+            self._show(key_id, is_open=False)
         self._failures.clear()
         self._open_until.clear()
         self._trial_until.clear()
         self._providers.clear()
+
+    # --- The metric: 1 while a key's cooldown holds requests back, 0 once it may be tried again --
+
+    def _show(self, key_id: str, *, is_open: bool) -> None:
+        if is_open == (key_id in self._shown_open):
+            return
+        if is_open:
+            self._shown_open.add(key_id)
+        else:
+            self._shown_open.discard(key_id)
+        metrics.breaker_shown(self._providers.get(key_id, ""), key_id, is_open=is_open)
+
+    def _check_when_cooled(self, key_id: str, seconds: float) -> None:
+        """Shows the key closed once its cooldown is over (half-open: the next request may try it),
+        even when no request comes to try it (a fallback's key, a key taken out of the catalog)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not on an event loop (a script, a test): shown at the next verdict
+            return
+        loop.call_later(seconds, self._cooled, key_id)
+
+    def _cooled(self, key_id: str) -> None:
+        until = self._open_until.get(key_id)
+        if until is not None and until > self.clock():
+            return  # opened again meanwhile: that failure's own timer comes later
+        self._show(key_id, is_open=False)
 
 
 def allowed_regions(*restrictions: frozenset[str]) -> frozenset[str] | None:

@@ -109,7 +109,7 @@ def test_the_counters_move_by_exactly_the_requests_sent(gateway, routed):
         u["completion_tokens"] for u in usages
     )
     cost = sum(Decimal(a.headers["x-gateway-cost-usd"]) for a in answers) + stream_cost
-    assert value(samples, "gateway_cost_usd_total") == pytest.approx(float(cost), rel=1e-9)
+    assert value(samples, "gateway_cost_usd_total", provider="openai") == pytest.approx(float(cost), rel=1e-9)
     assert cost > 0
 
     assert value(samples, "gateway_request_duration_seconds_count", endpoint=CHAT) == 7
@@ -123,7 +123,14 @@ def test_the_counters_move_by_exactly_the_requests_sent(gateway, routed):
     assert value(samples, "process_resident_memory_bytes") > 0
 
 
-def test_refusals_upstream_errors_and_the_breaker_are_counted(gateway, routed, upstream, settings):
+@pytest.fixture
+def quick_breaker(tmp_path, routed):
+    with daphne_server(tmp_path, GATEWAY_BREAKER_COOLDOWN_SECONDS="2") as base_url:
+        yield base_url
+
+
+def test_refusals_upstream_errors_and_the_breaker_are_counted(quick_breaker, routed, upstream):
+    gateway = quick_breaker
     api_key, secret = create_api_key(routed)
     limits_set(organization=routed, api_key=api_key, rate_limits={"rpm": 1, "tpm": None})
     auth = {"Authorization": f"Bearer {secret}"}
@@ -143,13 +150,32 @@ def test_refusals_upstream_errors_and_the_breaker_are_counted(gateway, routed, u
 
     assert until(counted, timeout=10)
     samples = scrape(gateway)
-    assert value(samples, "gateway_rate_limited_total") == 2
+    assert value(samples, "gateway_rate_limited_total", scope="api_key") == 2
     errors = total(samples, "gateway_upstream_errors_total", provider="openai", category="upstream_error")
     assert errors >= 3  # each request tried the key at least once (and retried it)
     (provider_key_id,) = {
         dict(labels)["provider_key_id"] for name, labels in samples if name == "gateway_breaker_open"
     }
-    assert value(samples, "gateway_breaker_open", provider="openai", provider_key_id=provider_key_id) == 1
+    breaker = {"provider": "openai", "provider_key_id": provider_key_id}
+    assert value(samples, "gateway_breaker_open", **breaker) == 1
+    # Its cooldown over, the key may be tried again: shown closed, with no request to try it.
+    assert until(lambda: value(scrape(gateway), "gateway_breaker_open", **breaker) == 0, timeout=10)
+
+
+def test_a_refused_requests_model_is_not_a_label_and_a_served_ones_is_cut(gateway, routed):
+    _, secret = create_api_key(routed)
+    auth = {"Authorization": f"Bearer {secret}"}
+    refused = httpx.post(f"{gateway}{CHAT}", json=chat("made-up-model-31337"), headers=auth)
+    assert refused.status_code == 404
+    # The stand-in upstream serves any model name it is given.
+    served = httpx.post(f"{gateway}{CHAT}", json=chat("openai/" + "x" * 300), headers=auth)
+    assert served.status_code == 200
+    assert until(lambda: total(scrape(gateway), "gateway_requests_total") == 2, timeout=10)
+    labels = [dict(held) for name, held in scrape(gateway) if name == "gateway_requests_total"]
+    assert sorted((sample["status"], sample["model"]) for sample in labels) == [
+        ("200", "x" * 100),
+        ("404", ""),
+    ]
 
 
 def test_a_budget_refusal_is_counted_by_scope(gateway, routed):

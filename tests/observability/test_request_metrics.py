@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 
 from apps.audit.records import Attempt, RequestRecord
 from apps.observability import metrics
-from apps.observability.request_metrics import OTHER, BoundedValues, RequestMetrics
+from apps.observability.request_metrics import OTHER, BoundedValues, RequestMetrics, overhead_ms
 from tests.metrics import metric_value
 
 
@@ -51,3 +51,9 @@ def test_a_batch_fills_the_buckets_as_observing_one_by_one_would():
 def test_model_labels_past_the_bound_read_other():
     bounded = BoundedValues(2)
     assert [bounded(v) for v in ("a", "b", "c", "a", "d")] == ["a", "b", OTHER, "a", OTHER]
+
+
+def test_a_streams_overhead_ends_at_its_first_chunk():
+    # 40 ms of generation after the first chunk are the model's, not the gateway's.
+    assert overhead_ms(latency_ms=50.0, ttft_ms=10.0, upstream_ms=8.5) == 1.5
+    assert overhead_ms(latency_ms=10.0, ttft_ms=None, upstream_ms=8.5) == 1.5

@@ -110,6 +110,10 @@ def test_a_bad_item_is_dead_lettered_and_never_blocks_the_others(make_outbox, da
     items, _ = spool.read_dead_letters(tmp_path / "spool" / "dead-letters.failed")
     assert [(kind, item["id"]) for kind, item in items] == [(KIND, "4")]
 
+    # Replayed and refused again, it goes back to the file, but is not a new dead letter.
+    assert box.replay_dead_letters().kept == 1
+    assert metric_value("gateway_outbox_dead_letters_total", kind=KIND) == counted + 1
+
 
 def test_an_item_of_a_kind_nobody_registered_is_dead_lettered_and_replayed_once_it_is(
     make_outbox, database, tmp_path

@@ -1,7 +1,8 @@
 """``manage.py prepare``: what ``make run`` does before it serves, in one process (one Django start
 instead of three): the migrations, the first admin (``bootstrap_admin``), the static files,
-collected again only when the set of them changed since the last collection, and an empty metrics
-folder (the node's processes, which start after it, write their metrics there afresh).
+collected again only when the set of them changed since the last collection, and the metrics folder
+rid of the files of processes no longer running (the node's processes, which start after it, count
+afresh).
 
 Collecting is the slow part (WhiteNoise compresses and hashes every file: seconds), and the files
 change only with the code or an install, so an unchanged tree starts without it. What changed is told
@@ -11,7 +12,6 @@ file that was removed stays collected until ``manage.py collectstatic --clear``.
 """
 
 import hashlib
-import shutil
 from pathlib import Path
 
 from django.conf import settings
@@ -30,7 +30,7 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
     help = (
         "Migrates, creates the first admin when there is none, collects the static files when they "
-        "changed and empties the metrics folder: what `make run` does before it serves."
+        "changed and clears stopped processes' metrics: what `make run` does before it serves."
     )
 
     def handle(self, *args, **options):
@@ -47,10 +47,10 @@ class Command(BaseCommand):
 
 def clear_metrics() -> None:
     """The previous run's metric files: prometheus-client's multiprocess mode adds up every file in
-    the folder, of processes long gone too, so each run starts with an empty one."""
-    folder = Path(settings.GATEWAY_METRICS_DIR)
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True, exist_ok=True)
+    the folder, of processes long gone too, so each run starts without them."""
+    from apps.observability.metrics import clear_stopped_processes
+
+    clear_stopped_processes()
 
 
 def static_files_stamp() -> str:

@@ -149,6 +149,7 @@ class DrainingServer(Server):
         await close_upstream_sessions()
         flush_request_metrics()
         await asyncio.to_thread(seal_spool)
+        await asyncio.to_thread(flush_traces)
         logger.warning("Stopped")
 
     def requests_in_flight(self) -> list[asyncio.Future]:
@@ -186,6 +187,12 @@ def flush_request_metrics() -> None:
         request_metrics.flush()  # what the last second's requests moved, before the process is gone
     except Exception:  # never in the way of sealing the spool
         logger.exception("Stopping: the last request metrics could not be added")
+
+
+def flush_traces() -> None:
+    from apps.observability import tracing
+
+    tracing.shutdown()  # the last spans, batched, sent before the process is gone
 
 
 def seal_spool() -> None:

@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass
 from urllib.parse import quote
 
+import orjson
 from django.conf import settings
 from django.utils import timezone
 
@@ -24,6 +25,7 @@ from apps.core.brand import header_names
 from apps.core.database import UNREACHABLE_ERRORS, DatabaseUnavailable
 from apps.core.errors import GatewayError, MethodNotAllowed, NotFound
 from apps.events.publish import EventType, raise_event
+from apps.observability import tracing
 
 from . import admission, endpoints, pipeline, settling
 from .auth import require_permission
@@ -157,6 +159,8 @@ class ProxyApp:
             request_id=request_id,
             record=record,
         )
+        if tracing.enabled:
+            request.span = tracing.start_request(headers, scope["method"], path)
         try:
             response = await self.handle(request, receive)
         except GatewayError as error:
@@ -247,6 +251,8 @@ class ProxyApp:
         headers.update(response.headers)
         # A whole answer's length is known: sent as it is, not in chunks, as the providers send it.
         headers["content-length"] = str(len(response.body))
+        if request.span is not None:
+            request.finish_reasons = finish_reasons_of(response.body)
         await send({"type": "http.response.start", "status": response.status, "headers": _encode(headers)})
         await send({"type": "http.response.body", "body": response.body})
 
@@ -307,6 +313,8 @@ def hand_over(request: ProxyRequest) -> None:
     emit(record)
     if len(record.attempts) > 1:
         announce_failover(record)
+    if request.span is not None:
+        tracing.end_request(request.span, record, request.finish_reasons)
 
 
 def announce_failover(record: RequestRecord) -> None:
@@ -376,3 +384,25 @@ def _header_value(value: str) -> bytes:
 
 
 proxy_app = ProxyApp()
+
+
+def finish_reasons_of(body: bytes) -> tuple[str, ...]:
+    """Why the model stopped, for the request's span: a chat completion's choices', a message's
+    ``stop_reason``, a response's ``status``. Only with traces on, after the answer is sent."""
+    try:
+        answer = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return ()
+    if not isinstance(answer, dict):
+        return ()
+    choices = answer.get("choices")
+    if isinstance(choices, list):
+        return tuple(
+            str(choice["finish_reason"])
+            for choice in choices
+            if isinstance(choice, dict) and choice.get("finish_reason")
+        )
+    reason = answer.get("stop_reason") or (
+        answer.get("status") if answer.get("object") == "response" else None
+    )
+    return (str(reason),) if reason else ()

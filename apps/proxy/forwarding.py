@@ -31,6 +31,7 @@ from django.conf import settings
 
 from apps.audit.records import Attempt, RequestRecord
 from apps.core.errors import GatewayError
+from apps.observability import tracing
 
 from .adapters import SPEAK_MESSAGES, SPEAK_RESPONSES, adapter_for
 from .adapters.base import (
@@ -412,9 +413,24 @@ class Forwarder:
                 adapter = adapter_for(candidate.key.provider)
                 target = target_for(candidate)
                 upstream = _build(build, adapter, target)
-                answer = await attempt(
-                    candidate, adapter, target, upstream, _Timing(remaining, first_byte, time.perf_counter())
-                )
+                span = None
+                if tracing.enabled:
+                    span = tracing.start_attempt(
+                        candidate.key.provider, candidate.deployment.upstream_model, upstream.headers
+                    )
+                tried = len(self.record.attempts)
+                try:
+                    answer = await attempt(
+                        candidate,
+                        adapter,
+                        target,
+                        upstream,
+                        _Timing(remaining, first_byte, time.perf_counter()),
+                    )
+                finally:
+                    if span is not None:
+                        attempts = self.record.attempts
+                        tracing.end_attempt(span, attempts[-1] if len(attempts) > tried else None)
                 if answer is not None:
                     return answer
             raise self.exhausted()

@@ -118,6 +118,10 @@ class ProxyRequest:
     settlement: "Settlement | None" = None
     # Admission's revocation check, sent before the body is read (admission.send_early); taken once.
     early_check: asyncio.Future | None = None
+    # With traces on (apps/observability/tracing.py): the request's span, and a whole answer's
+    # finish reasons for it.
+    span: Any = None
+    finish_reasons: tuple[str, ...] = ()
 
     def json(self) -> Any:
         """The body as JSON (``parse_json``); anything unreadable is a 400 in OpenAI's shape."""

@@ -28,6 +28,7 @@ from django.utils import timezone
 from apps.audit.records import RequestRecord
 from apps.core.brand import header_names
 from apps.core.errors import GatewayError, PermissionDenied
+from apps.observability import tracing
 from apps.teams.selectors import TeamSnapshot
 
 from . import admission
@@ -217,7 +218,11 @@ async def run(endpoint: "Endpoint", request: ProxyRequest, caller: Caller) -> Pr
     answered_at = len(plan.afters) - 1  # the endpoint's own answer, unless a stage gives one
     answer: Answer | None = None
     for position, before in plan.befores:
-        answer = await before(ctx)
+        if tracing.enabled:  # a span per stage: the policy scan, the cache look-up
+            with tracing.stage(f"gateway.{before.__self__.slot}"):  # type: ignore[attr-defined]
+                answer = await before(ctx)
+        else:
+            answer = await before(ctx)
         if answer is not None:
             answered_at = position
             break
@@ -259,7 +264,11 @@ async def admitted(
             if generation is None:
                 raise
         else:
-            generation = await admission.admit(ctx, charges, now)
+            if tracing.enabled:
+                with tracing.stage("gateway.admission"):
+                    generation = await admission.admit(ctx, charges, now)
+            else:
+                generation = await admission.admit(ctx, charges, now)
             if generation is None:
                 return ctx
         caller = await reconfigured(request, caller, generation)

@@ -1,0 +1,152 @@
+"""Traces received by an OTLP/HTTP receiver on loopback, decoded with opentelemetry-proto: the span
+tree of a proxied request, its GenAI attributes, the caller's traceparent continued and the one
+sent upstream."""
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from tests.factories import create_api_key
+from tests.proxy.conftest import add_alias, add_provider_key
+from tests.servers import daphne_server, until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+UPSTREAM_SECRET = "sk-upstream-traces-51f0"
+CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+CALLER_SPAN = "00f067aa0ba902b7"
+SERVER, CLIENT = 2, 3  # the protocol's SpanKind values
+
+
+class Collector:
+    """An OTLP/HTTP trace receiver: every span posted to /v1/traces, decoded."""
+
+    def __init__(self, spool_to) -> None:
+        self.spans: list = []
+        self.raw = spool_to  # what was received, kept where the suite's secret scan looks
+        collector = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["content-length"]))
+                with open(collector.raw, "ab") as kept:
+                    kept.write(body)
+                request = ExportTraceServiceRequest.FromString(body)
+                for resource_spans in request.resource_spans:
+                    for scope_spans in resource_spans.scope_spans:
+                        collector.spans.extend(scope_spans.spans)
+                self.send_response(200)
+                self.send_header("content-type", "application/x-protobuf")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def named(self, name: str) -> list:
+        return [span for span in self.spans if span.name == name]
+
+
+def attributes(span) -> dict:
+    values = {}
+    for attribute in span.attributes:
+        value = attribute.value
+        kind = value.WhichOneof("value")
+        if kind == "array_value":
+            values[attribute.key] = [item.string_value for item in value.array_value.values]
+        else:
+            values[attribute.key] = getattr(value, kind)
+    return values
+
+
+@pytest.fixture
+def collector(tmp_path):
+    receiver = Collector(tmp_path / "received-spans.bin")
+    yield receiver
+    receiver.server.shutdown()
+
+
+@pytest.fixture
+def gateway(tmp_path, organization, upstream, collector):
+    add_provider_key(organization, upstream, secret=UPSTREAM_SECRET)
+    add_alias(organization, "fast", ("openai", "gpt-4o-mini"))
+    with daphne_server(
+        tmp_path,
+        OTEL_EXPORTER_OTLP_ENDPOINT=collector.url,
+        OTEL_SERVICE_NAME="gateway-under-test",
+        OTEL_BSP_SCHEDULE_DELAY="100",
+    ) as base_url:
+        yield base_url
+
+
+def test_a_proxied_request_is_a_server_span_with_its_attempt_and_stages_under_the_callers_trace(
+    gateway, organization, upstream, collector
+):
+    _, secret = create_api_key(organization)
+    answer = httpx.post(
+        f"{gateway}/v1/chat/completions",
+        json={"model": "fast", "messages": [{"role": "user", "content": "Say hello"}], "max_tokens": 5},
+        headers={"Authorization": f"Bearer {secret}", "traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"},
+    )
+    assert answer.status_code == 200
+    assert until(lambda: collector.named("chat fast") and collector.named("chat gpt-4o-mini"), timeout=10)
+
+    (server,) = collector.named("chat fast")
+    assert server.kind == SERVER
+    assert server.trace_id.hex() == CALLER_TRACE and server.parent_span_id.hex() == CALLER_SPAN
+    usage = answer.json()["usage"]
+    assert attributes(server) | {"gateway.cost_usd": None} == attributes(server) | {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": "fast",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.response.model": "gpt-4o-mini",
+        "gen_ai.usage.input_tokens": usage["prompt_tokens"],
+        "gen_ai.usage.output_tokens": usage["completion_tokens"],
+        "gen_ai.response.finish_reasons": ["stop"],
+        "gateway.request_id": answer.headers["x-request-id"],
+        "gateway.cache": answer.headers["x-gateway-cache"],
+        "http.response.status_code": 200,
+        "gateway.cost_usd": None,
+    }
+    assert attributes(server)["gateway.cost_usd"] == pytest.approx(
+        float(answer.headers["x-gateway-cost-usd"])
+    )
+
+    (attempt,) = collector.named("chat gpt-4o-mini")
+    assert attempt.kind == CLIENT and attempt.parent_span_id == server.span_id
+    assert attempt.trace_id.hex() == CALLER_TRACE
+    assert attributes(attempt)["gateway.attempt.outcome"] == "ok"
+    # The upstream got the attempt's context: its own spans would join this trace.
+    sent = upstream.last_request.headers["traceparent"]
+    assert sent == f"00-{CALLER_TRACE}-{attempt.span_id.hex()}-01"
+
+    (admission,) = collector.named("gateway.admission")
+    assert admission.parent_span_id == server.span_id
+    received = collector.raw.read_bytes()
+    assert secret.encode() not in received and UPSTREAM_SECRET.encode() not in received
+    assert b"Say hello" not in received  # no prompt text
+
+
+def test_a_request_without_a_traceparent_starts_a_trace_and_the_management_api_is_traced(
+    gateway, organization, collector
+):
+    refused = httpx.post(f"{gateway}/v1/chat/completions", json={}, headers={"Authorization": "Bearer sk-no"})
+    assert refused.status_code == 401
+    assert httpx.get(f"{gateway}/api/v1/api-keys").status_code == 401
+
+    def proxied():
+        return [s for s in collector.spans if s.kind == SERVER and "gateway.request_id" in attributes(s)]
+
+    def managed():
+        return [s for s in collector.spans if s.kind == SERVER and "api/v1" in str(attributes(s))]
+
+    assert until(lambda: proxied() and managed(), timeout=10), [(s.name, s.kind, attributes(s)) for s in collector.spans]
+    (span,) = proxied()
+    assert span.name == "chat"  # no model: the operation alone
+    assert not span.parent_span_id and attributes(span)["http.response.status_code"] == 401

@@ -450,6 +450,10 @@ GATEWAY_METRICS_PER_ORGANIZATION = env.bool("GATEWAY_METRICS_PER_ORGANIZATION", 
 # Distinct model names a server process labels metrics with; later ones read "other".
 GATEWAY_METRICS_MAX_MODELS = env_number("GATEWAY_METRICS_MAX_MODELS", default=200, minimum=1, maximum=10_000)
 
+# --- Traces (apps/observability/tracing.py): the OTEL_* variables turn them on ------------------
+# Bodies on the request's span (as the organization's audit log keeps them, when it keeps them).
+GATEWAY_TRACE_CONTENT = env.bool("GATEWAY_TRACE_CONTENT", default=False)
+
 # --- Logging --------------------------------------------------------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").upper()
 # text (the default), or json: one JSON object per line, in every process (apps/core/logs.py).

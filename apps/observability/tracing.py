@@ -7,11 +7,15 @@ OTLP/HTTP exporter (spans leave from the SDK's own thread, never on the request)
 service name of ``OTEL_SERVICE_NAME`` (default ``gateway``). Off, nothing of the SDK is imported and
 each hook below is one test of ``enabled``.
 
+Content (the request's and the answer's bodies) goes on a span only with
+``GATEWAY_TRACE_CONTENT=true`` and for an organization whose audit log keeps bodies, as it keeps
+them (redacted or with secrets masked).
+
 A proxied request is one SERVER span, ``{operation} {model}`` (``chat gpt-4o-mini``), with the GenAI
 semantic conventions' attributes and the gateway's own; it continues an incoming W3C ``traceparent``.
 Each upstream attempt is a CLIENT span under it, whose context the upstream request carries
 (``traceparent``), and admission, the policy scan and the cache look-up are spans of their own. The
-spans hold no prompt or completion text, no key and no header.
+spans hold no key and no header.
 """
 
 import contextlib
@@ -105,8 +109,11 @@ def start_request(headers: dict[str, str], method: str, path: str) -> Any:
     return span
 
 
-def end_request(span: Any, record: Any, finish_reasons: tuple[str, ...] = ()) -> None:
-    """Names and describes the request's span from its record, and ends it."""
+def end_request(
+    span: Any, record: Any, finish_reasons: tuple[str, ...] = (), content: tuple[str, str] | None = None
+) -> None:
+    """Names and describes the request's span from its record, and ends it. ``content``: the
+    request's and the answer's bodies, when the settings allow them on spans (apps/proxy/app.py)."""
     from opentelemetry.trace import Status, StatusCode
 
     operation = OPERATIONS.get(record.endpoint)
@@ -143,6 +150,8 @@ def end_request(span: Any, record: Any, finish_reasons: tuple[str, ...] = ()) ->
         attributes["gateway.organization_id"] = str(record.organization_id)
     if record.error_code:
         attributes["error.type"] = record.error_code
+    if content is not None:
+        attributes["gen_ai.input.messages"], attributes["gen_ai.output.messages"] = content
     span.set_attributes(attributes)
     if record.status >= 500:
         span.set_status(Status(StatusCode.ERROR, record.error_code or None))

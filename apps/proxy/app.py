@@ -20,6 +20,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from apps.audit.records import RequestRecord, emit
+from apps.audit.redaction import kept_body
 from apps.core import logs, shutdown
 from apps.core.brand import header_names
 from apps.core.database import UNREACHABLE_ERRORS, DatabaseUnavailable
@@ -314,7 +315,7 @@ def hand_over(request: ProxyRequest) -> None:
     if len(record.attempts) > 1:
         announce_failover(record)
     if request.span is not None:
-        tracing.end_request(request.span, record, request.finish_reasons)
+        tracing.end_request(request.span, record, request.finish_reasons, traced_content(record))
 
 
 def announce_failover(record: RequestRecord) -> None:
@@ -406,3 +407,15 @@ def finish_reasons_of(body: bytes) -> tuple[str, ...]:
         answer.get("status") if answer.get("object") == "response" else None
     )
     return (str(reason),) if reason else ()
+
+
+def traced_content(record: RequestRecord) -> tuple[str, str] | None:
+    """The request's and the answer's bodies for its span, as its organization's audit log keeps
+    them (redacted, secrets masked), and only with ``GATEWAY_TRACE_CONTENT=true``: else None."""
+    if not settings.GATEWAY_TRACE_CONTENT or record.log_bodies == "metadata":
+        return None
+    limit = settings.GATEWAY_AUDIT_MAX_BODY_BYTES
+    return (
+        kept_body(record.request_body, record.log_bodies, limit),
+        kept_body(record.response_body, record.log_bodies, limit),
+    )

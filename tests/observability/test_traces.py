@@ -146,7 +146,47 @@ def test_a_request_without_a_traceparent_starts_a_trace_and_the_management_api_i
     def managed():
         return [s for s in collector.spans if s.kind == SERVER and "api/v1" in str(attributes(s))]
 
-    assert until(lambda: proxied() and managed(), timeout=10), [(s.name, s.kind, attributes(s)) for s in collector.spans]
+    assert until(lambda: proxied() and managed(), timeout=10), [
+        (s.name, s.kind, attributes(s)) for s in collector.spans
+    ]
     (span,) = proxied()
     assert span.name == "chat"  # no model: the operation alone
     assert not span.parent_span_id and attributes(span)["http.response.status_code"] == 401
+
+
+@pytest.fixture
+def content_gateway(tmp_path, organization, upstream, collector):
+    add_provider_key(organization, upstream, secret=UPSTREAM_SECRET)
+    add_alias(organization, "fast", ("openai", "gpt-4o-mini"))
+    with daphne_server(
+        tmp_path,
+        OTEL_EXPORTER_OTLP_ENDPOINT=collector.url,
+        OTEL_BSP_SCHEDULE_DELAY="100",
+        GATEWAY_TRACE_CONTENT="true",
+    ) as base_url:
+        yield base_url
+
+
+@pytest.mark.parametrize(("log_bodies", "kept"), [("metadata", False), ("redacted", True)])
+def test_content_is_on_a_span_only_when_asked_for_and_as_the_audit_log_keeps_it(
+    content_gateway, organization, collector, log_bodies, kept
+):
+    organization.log_bodies = log_bodies
+    organization.save(update_fields=["log_bodies"])
+    _, secret = create_api_key(organization)
+    prompt = "Say hello to ada@example.com"
+    answer = httpx.post(
+        f"{content_gateway}/v1/chat/completions",
+        json={"model": "fast", "messages": [{"role": "user", "content": prompt}], "max_tokens": 5},
+        headers={"Authorization": f"Bearer {secret}"},
+    )
+    assert answer.status_code == 200
+    assert until(lambda: collector.named("chat fast"), timeout=10)
+    (span,) = collector.named("chat fast")
+    values = attributes(span)
+    if not kept:
+        assert "gen_ai.input.messages" not in values and "gen_ai.output.messages" not in values
+        return
+    assert "Say hello to" in values["gen_ai.input.messages"]
+    assert "ada@example.com" not in values["gen_ai.input.messages"]  # redacted, as the audit log keeps it
+    assert "Hello from upstream" in values["gen_ai.output.messages"]

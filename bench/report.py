@@ -67,6 +67,20 @@ class ApiCases:
 
 
 @dataclass
+class TracedCase:
+    """A second gateway with traces on at 100 % sampling, exporting to a stand-in collector."""
+
+    plain: Samples  # the untraced gateway, alternating with the traced one
+    traced: Samples
+    plain_cpu_ms: float  # each process's CPU per request over those alternating runs
+    traced_cpu_ms: float
+    load: WrkResult  # wrk at 32 connections against the traced gateway
+    load_cpu_ms: float
+    exported_bytes: int
+    exports: int
+
+
+@dataclass
 class Results:
     machine: Machine
     requests: int
@@ -111,6 +125,8 @@ class Results:
     footprint: Footprint | None = None
     # The Daphne process's RSS over BENCH_SOAK_REQUESTS requests (bench/soak.py); None when skipped.
     soak: Soak | None = None
+    # Traces on at 100 % (OTLP to a stand-in collector), beside the untraced gateway.
+    traced: TracedCase | None = None
 
 
 def _ms(value: float) -> str:
@@ -306,6 +322,25 @@ def notes(r: Results) -> str:
         f"ingest (at `nice` 10, as `make run` starts it) {r.ingest_cores:.2f} CPUs, and "
         f"other processes on the machine {r.others_cores:.2f} CPUs (more than about 0.2 makes every "
         f"number here noisy). The direct column's CPU per request is the upstream's."
+    )
+
+
+def traced_note(r: Results) -> str:
+    t = r.traced
+    if t is None:
+        return ""
+    added = t.traced.percentile(50) - t.plain.percentile(50)
+    return (
+        "What traces cost (OpenTelemetry at 100 % sampling, OTLP/HTTP to a stand-in collector; a "
+        "request's SERVER span, its upstream attempt's CLIENT span and the admission span): the same "
+        "sequential requests, alternating in blocks between a traced and an untraced gateway, took p50 "
+        f"{t.traced.percentile(50):.2f} ms against {t.plain.percentile(50):.2f} ms ({added:+.2f} ms), "
+        f"and {t.traced_cpu_ms:.2f} ms of CPU per request against {t.plain_cpu_ms:.2f} ms "
+        f"({t.traced_cpu_ms - t.plain_cpu_ms:+.2f} ms, the SDK's batch export included). Under load (32 "
+        f"connections) the traced gateway served {t.load.requests_per_second:,.0f} requests/s at "
+        f"{t.load_cpu_ms:.2f} ms of CPU per request (the untraced one: "
+        f"{r.load_gateway.requests_per_second:,.0f} requests/s at {r.gateway_cpu_ms:.2f} ms); "
+        f"the collector took {t.exports:,} exports, {t.exported_bytes / 1e6:,.1f} MB in all."
     )
 
 
@@ -552,6 +587,7 @@ def block(r: Results) -> str:
         "",
         audit_note(r),
         "",
+        *([traced_note(r), ""] if r.traced else []),
         limits_note(r),
         "",
         policies_and_cache_note(r),

@@ -517,6 +517,14 @@ def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: 
         f"p50 {audit_off.percentile(50):.2f} ms, p99 {audit_off.percentile(99):.2f} ms"
     )
 
+    traced = traced_case(config, env, processes, gateway, wrk, daphne.pid)
+    say(
+        f"traces on at 100 %: p50 {traced.traced.percentile(50):.2f} ms against "
+        f"{traced.plain.percentile(50):.2f} ms untraced; CPU per request {traced.traced_cpu_ms:.2f} ms "
+        f"against {traced.plain_cpu_ms:.2f} ms; {traced.load.requests_per_second:,.0f} requests/s at 32 "
+        "connections"
+    )
+
     pids = {"upstream": upstream.pid, "daphne": daphne.pid, "ingest": ingest.pid}
     load_direct, _ = measure_load(wrk, upstream_port, direct.body, None, config.seconds, pids)
     say(f"wrk straight to the upstream: {load_direct.requests_per_second:,.0f} requests/s")
@@ -581,6 +589,7 @@ def run(config: Config, wrk: str, workdir: Path, processes: Processes, cleanup: 
         apis=apis,
         footprint=started,
         soak=soaked,
+        traced=traced,
     )
 
 
@@ -867,6 +876,60 @@ def sequential_without_audit(config, env, processes, seeded, authorization, json
         server.terminate()
 
 
+def traced_case(config, env, processes, gateway: Target, wrk: str, gateway_pid: int) -> "report.TracedCase":
+    """A second Daphne with traces on at 100 % sampling, exporting to a stand-in collector
+    (bench/otlp_sink.py): the sequential requests alternating with the untraced gateway, and a wrk
+    run against it, each with its process's CPU."""
+    sink_port = free_port()
+    sink = processes.start("otlp-sink", [PYTHON, "-m", "bench.otlp_sink", "--port", str(sink_port)], env)
+    wait_until_healthy(sink, sink_port, "the stand-in OTLP collector")
+    traced_env = {
+        **env,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink_port}",
+        "OTEL_TRACES_SAMPLER": "always_on",
+        "OTEL_SERVICE_NAME": "gateway-bench",
+    }
+    server, port = start_server(config, processes, "daphne-traced", traced_env, "the gateway with traces")
+    traced = Target("gateway, traced", port, gateway.body, gateway.headers, gateway.required_header)
+    try:
+        completions(traced, WARM_UP)
+        cpu_before = cpu_seconds(gateway_pid), cpu_seconds(server.pid)
+        plain, with_traces = alternating(gateway, traced, config.requests)
+        cpu_after = cpu_seconds(gateway_pid), cpu_seconds(server.pid)
+        time.sleep(1)
+        load, spent = measure_load(
+            wrk, port, gateway.body, gateway.headers["authorization"], config.seconds, {"daphne": server.pid}
+        )
+        if load.status_errors or not load.requests:
+            raise Failed(f"wrk against the traced gateway got {load.status_errors:,} non-2xx answers")
+        exported = _get_json(sink_port, "/healthz")
+    except BadResponse as error:
+        raise Failed(f"a bad answer from the traced gateway: {error}") from None
+    finally:
+        server.terminate()
+        sink.terminate()
+    count = len(plain.seconds)
+    return report.TracedCase(
+        plain=plain,
+        traced=with_traces,
+        plain_cpu_ms=(cpu_after[0] - cpu_before[0]) * 1000 / count,
+        traced_cpu_ms=(cpu_after[1] - cpu_before[1]) * 1000 / count,
+        load=load,
+        load_cpu_ms=spent["daphne"] * 1000 / load.requests,
+        exported_bytes=exported["bytes"],
+        exports=exported["exports"],
+    )
+
+
+def _get_json(port: int, path: str) -> dict:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        connection.request("GET", path)
+        return json.loads(connection.getresponse().read())
+    finally:
+        connection.close()
+
+
 def _stop(signum, _frame) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -902,6 +965,9 @@ def main() -> int:
     print(report.table(results))
     print()
     print(report.notes(results))
+    if results.traced is not None:
+        print()
+        print(report.traced_note(results))
     if results.apis is not None:
         print()
         print(report.apis_section(results.apis))

@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export HOST PORT
 
-.PHONY: install run test lint typecheck format migrate admin worker clean bench chromium
+.PHONY: install run test lint typecheck format migrate admin worker clean bench chromium prometheus
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,7 +45,7 @@ format: install
 
 # The suite on every core (a test module stays on one worker, with its live servers), then the
 # browser tests in their own process (tests/e2e/conftest.py says why).
-test: lint typecheck chromium
+test: lint typecheck chromium prometheus
 	$(BIN)/python -m pytest -n auto --dist loadfile
 	$(BIN)/python -m pytest tests/e2e
 
@@ -55,6 +55,17 @@ chromium:
 		{ apt-get install -y -q chromium >/dev/null 2>&1 || \
 		  { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; }; } || \
 		{ echo "The browser tests need Debian's chromium: sudo apt-get install -y chromium"; exit 1; }
+
+# Debian's prometheus and promtool for tests/observability/test_prometheus.py (a real Prometheus
+# scrapes a live gateway, loads deploy/observability/alerts.yml and runs the dashboard's queries);
+# installed when missing and we are root. The package's own service is not needed: the tests start
+# prometheus themselves, on a free loopback port.
+prometheus:
+	@{ command -v prometheus && command -v promtool; } >/dev/null || { test "$$(id -u)" = 0 && \
+		{ apt-get install -y -q --no-install-recommends prometheus >/dev/null 2>&1 || \
+		  { apt-get update -q >/dev/null && \
+		    apt-get install -y -q --no-install-recommends prometheus >/dev/null; }; }; } || \
+		{ echo "The Prometheus tests need Debian's prometheus: sudo apt-get install -y prometheus"; exit 1; }
 
 # The gateway's overhead against a zero-latency upstream (bench/run.py): prints a table and rewrites
 # the generated block of docs/benchmarks.md. Eight to nine minutes with the start-up, memory and soak

@@ -4,7 +4,9 @@ Every API key and provider key made during the run goes into a ledger; the scan 
 where a leak would stay: each test's audit rows (read before the test's database is rolled back or
 flushed), the server logs (the records this process logged and every Daphne log a test wrote), the
 outbox spools and dead-letter files (decrypted: encryption at rest is not what keeps a secret out
-of them), and every file a test exported or wrote under pytest's temporary directory. A secret
+of them), and every file a test exported or wrote under pytest's temporary directory: among them
+the JSON logs of the live servers (tests/observability/test_logs.py) and the spans an OTLP receiver
+got from them, as received (tests/observability/test_traces.py). A secret
 found anywhere fails the run, named by its fingerprint, never by its value.
 
 The ledger observes the two places a secret exists in clear: ``generate_api_key`` (the only maker

@@ -19,14 +19,13 @@ codes and tokens (single sign-on's callback). Times are UTC.
 
 import asyncio
 import contextlib
-import re
 import time
 from operator import attrgetter
 from typing import Any, TextIO
 
 import orjson
 
-from apps.core.logs import utc_timestamp
+from apps.observability.logs import loggable_path, printable, utc_timestamp
 from apps.observability.request_metrics import overhead_ms
 
 FLUSH_SECONDS = 0.25
@@ -34,8 +33,6 @@ MAX_LINES = 512
 UNLOGGED_PREFIXES = ("/static/", "/favicon.ico")
 PROXY_PREFIX = "/v1"
 LOGGER = "gateway.access"
-_SECRET_PATH = re.compile(r"(/invitations/)[^/?]{20,}")
-_SECRET_QUERY = re.compile(r"([?&](?:code|state|token|key|secret|password|signature|sig)=)[^&]*", re.I)
 
 # What a proxied request's line shows, copied off its record on the request (references only).
 _PROXY_FIELDS = (
@@ -96,7 +93,7 @@ class AccessLog:
             path, method, status, size = details["path"], _WEBSOCKET_ACTIONS[action], None, None
         else:
             return
-        self._add(self._server_line(details["client"], method, _loggable(path), status, size))
+        self._add(self._server_line(details["client"], method, loggable_path(path), status, size))
 
     def proxy_request(self, record) -> None:
         """The ``apps.audit.records.on_record`` listener: a proxied request's line, queued as a tuple
@@ -131,7 +128,9 @@ class AccessLog:
         usage = values.pop("usage")
         upstream_ms = values.pop("upstream_ms")
         requested = values.pop("requested_model")
-        values["model"] = values["model"] or requested
+        # What the client sent may be any JSON value, of any length, with line breaks.
+        values["model"] = printable(str(values["model"] or requested or ""))[:100] or None
+        values["endpoint"] = printable(values["endpoint"])
         values["overhead_ms"] = round(overhead_ms(values["latency_ms"], values["ttft_ms"], upstream_ms), 2)
         values["latency_ms"] = round(values["latency_ms"], 2)
         values["input_tokens"] = usage.input_tokens if usage else 0
@@ -190,12 +189,3 @@ class AccessLog:
                 encoding = getattr(self.stream, "encoding", None) or "utf-8"
                 self.stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
             self.stream.flush()
-
-
-def _loggable(path: str) -> str:
-    """The path without the secrets a path can carry (an invitation's token, a callback's code)."""
-    if "/invitations/" in path:
-        path = _SECRET_PATH.sub(r"\1[token]", path)
-    if "?" in path:
-        path = _SECRET_QUERY.sub(r"\1[redacted]", path)
-    return path

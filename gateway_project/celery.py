@@ -32,9 +32,9 @@ outbox_worker.connect()
 def keep_the_gateways_logging(loglevel=None, **kwargs) -> None:
     """Celery keeps Django's logging (``LOGGING``: text or, with ``GATEWAY_LOG_FORMAT=json``, one
     JSON object per line, like every other process of the gateway) instead of installing its own
-    format; its own loggers log at the worker's ``--loglevel``."""
-    if loglevel:
-        logging.getLogger("celery").setLevel(loglevel)
+    format; the worker logs at its ``--loglevel``, as it did with Celery's."""
+    if loglevel:  # the worker's --loglevel, as Celery's own set-up applied it (to every logger)
+        logging.getLogger().setLevel(loglevel)
 
 
 class BeatThread(bootsteps.StartStopStep):

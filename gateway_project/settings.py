@@ -67,7 +67,7 @@ INSTALLED_APPS = [
 # Only the management surface pays for this stack: /v1/ is served by the lean proxy app
 # (gateway_project/asgi.py) before Django's handler is reached.
 MIDDLEWARE = [
-    "apps.core.logs.RequestIdMiddleware",  # first: every later line of the request carries its id
+    "apps.observability.logs.RequestIdMiddleware",  # first: every later line of the request carries its id
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -461,10 +461,10 @@ GATEWAY_LOG_FORMAT = env_choice("GATEWAY_LOG_FORMAT", choices=("text", "json"), 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"request": {"()": "apps.core.logs.RequestContextFilter"}},
+    "filters": {"request": {"()": "apps.observability.logs.RequestContextFilter"}},
     "formatters": {
         "text": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
-        "json": {"()": "apps.core.logs.JsonFormatter"},
+        "json": {"()": "apps.observability.logs.JsonFormatter"},
     },
     "handlers": {
         "console": {

@@ -22,6 +22,7 @@ is the record.
 """
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections import defaultdict, deque
@@ -133,10 +134,10 @@ class TailPublisher:
 
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
         self._scheduled_on = loop
-        loop.call_later(self.interval, self._start_flush, loop)
+        loop.call_later(self.interval, self._start_flush, loop, context=contextvars.Context())
 
     def _start_flush(self, loop: asyncio.AbstractEventLoop) -> None:
-        task = loop.create_task(self.flush())
+        task = loop.create_task(self.flush(), context=contextvars.Context())
         self._tasks.add(task)  # the loop keeps only a weak reference to a task
         task.add_done_callback(self._done)
 

@@ -25,6 +25,7 @@ it: the socket is peeked at, as redis-py checks a pooled connection before it us
 
 import asyncio
 import collections
+import contextvars
 import socket
 from typing import Any
 
@@ -172,7 +173,7 @@ class PipelinedRedis:
                 self._flush_scheduled = True
                 loop.call_soon(self._flush)
         if self._watchdog is None:
-            self._watchdog = loop.call_later(self.timeout, self._check_late)
+            self._watchdog = loop.call_later(self.timeout, self._check_late, context=contextvars.Context())
         return reply
 
     def _flush(self) -> None:
@@ -190,7 +191,9 @@ class PipelinedRedis:
         # caller may have left it: the cache gives up after 0.1 s) is never waited on again.
         connecting = self._connecting
         if connecting is None or connecting.done():
-            connecting = self._connecting = asyncio.get_running_loop().create_task(self._open())
+            connecting = self._connecting = asyncio.get_running_loop().create_task(
+                self._open(), context=contextvars.Context()
+            )
             connecting.add_done_callback(self._connect_done)
         await asyncio.shield(connecting)
 

@@ -13,6 +13,7 @@ a server that stops flushes what is queued (``flush``, gateway_project/serve.py)
 
 import asyncio
 import bisect
+import contextvars
 import logging
 from collections import Counter, defaultdict, deque
 from decimal import Decimal
@@ -131,7 +132,7 @@ class RequestMetrics:
             return
         if self._scheduled_on is not loop:
             self._scheduled_on = loop
-            loop.call_later(self.interval, self._flush_on, loop)
+            loop.call_later(self.interval, self._flush_on, loop, context=contextvars.Context())
 
     def _flush_on(self, loop: asyncio.AbstractEventLoop) -> None:
         self._scheduled_on = None

@@ -79,11 +79,29 @@ def setup(*, instrument_django: bool = False, instrument_celery: bool = False) -
     if instrument_django:
         from opentelemetry.instrumentation.django import DjangoInstrumentor
 
-        DjangoInstrumentor().instrument()
+        DjangoInstrumentor().instrument(request_hook=_without_secrets_in_urls)
     if instrument_celery:
         from opentelemetry.instrumentation.celery import CeleryInstrumentor
 
         CeleryInstrumentor().instrument()
+
+
+# Where the standard instrumentation puts a request's address (older and newer conventions).
+_URL_ATTRIBUTES = ("http.target", "http.url", "url.path", "url.query", "url.full")
+
+
+def _without_secrets_in_urls(span: Any, request: Any) -> None:
+    """The management API's and the console's spans: their paths and query strings as the access
+    log writes them, without an invitation's token or a sign-in callback's code."""
+    from .logs import loggable_path
+
+    held = getattr(span, "attributes", None) or {}
+    for name in _URL_ATTRIBUTES:
+        value = held.get(name)
+        if isinstance(value, str):
+            span.set_attribute(name, loggable_path(value))
+    if held.get("url.query") and "?" not in str(held.get("url.query")):
+        span.set_attribute("url.query", loggable_path("?" + held["url.query"])[1:])
 
 
 def shutdown() -> None:
@@ -161,14 +179,17 @@ def end_request(
 def start_attempt(provider: str, model: str, headers: dict[str, str]) -> Any:
     """An upstream attempt's CLIENT span; ``headers`` (the upstream request's) get its
     ``traceparent``, so the upstream's own spans join the trace."""
-    from opentelemetry import propagate, trace
+    from opentelemetry import trace
+    from opentelemetry.context import Context
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
     span = _tracer.start_span(
         f"chat {model}",
         kind=trace.SpanKind.CLIENT,
         attributes={"gen_ai.provider.name": provider, "gen_ai.request.model": model},
     )
-    propagate.inject(headers, context=trace.set_span_in_context(span))
+    # The span's traceparent (and tracestate) alone: never the caller's baggage or other headers.
+    TraceContextTextMapPropagator().inject(headers, context=trace.set_span_in_context(span, Context()))
     return span
 
 

@@ -21,12 +21,12 @@ from django.utils import timezone
 
 from apps.audit.records import RequestRecord, emit
 from apps.audit.redaction import kept_body
-from apps.core import logs, shutdown
+from apps.core import shutdown
 from apps.core.brand import header_names
 from apps.core.database import UNREACHABLE_ERRORS, DatabaseUnavailable
 from apps.core.errors import GatewayError, MethodNotAllowed, NotFound
 from apps.events.publish import EventType, raise_event
-from apps.observability import tracing
+from apps.observability import logs, tracing
 
 from . import admission, endpoints, pipeline, settling
 from .auth import require_permission
@@ -161,7 +161,7 @@ class ProxyApp:
             record=record,
         )
         if tracing.enabled:
-            request.span = tracing.start_request(headers, scope["method"], path)
+            request.span = _traced(tracing.start_request, headers, scope["method"], path)
         try:
             response = await self.handle(request, receive)
         except GatewayError as error:
@@ -170,6 +170,8 @@ class ProxyApp:
             response = self.error_response(request, DatabaseUnavailable())
         except asyncio.CancelledError:
             if not shutdown.state.cut:  # the client went away: nobody to answer
+                if request.span is not None:
+                    _traced(tracing.end_request, request.span, record)
                 raise
             # The server's grace period is over: this request gets its answer (and its audit entry).
             response = self.error_response(request, shutdown.ServerStopping())
@@ -252,7 +254,7 @@ class ProxyApp:
         headers.update(response.headers)
         # A whole answer's length is known: sent as it is, not in chunks, as the providers send it.
         headers["content-length"] = str(len(response.body))
-        if request.span is not None:
+        if request.span is not None and tracing.OPERATIONS.get(record.endpoint) == "chat":
             request.finish_reasons = finish_reasons_of(response.body)
         await send({"type": "http.response.start", "status": response.status, "headers": _encode(headers)})
         await send({"type": "http.response.body", "body": response.body})
@@ -315,7 +317,7 @@ def hand_over(request: ProxyRequest) -> None:
     if len(record.attempts) > 1:
         announce_failover(record)
     if request.span is not None:
-        tracing.end_request(request.span, record, request.finish_reasons, traced_content(record))
+        _traced(_end_span, request)
 
 
 def announce_failover(record: RequestRecord) -> None:
@@ -385,6 +387,20 @@ def _header_value(value: str) -> bytes:
 
 
 proxy_app = ProxyApp()
+
+
+def _traced(hook, *args):
+    """A tracing hook, which never fails the request: a broken exporter or SDK costs the span only."""
+    try:
+        return hook(*args)
+    except Exception:
+        logger.exception("Tracing: a request's span could not be recorded")
+        return None
+
+
+def _end_span(request: ProxyRequest) -> None:
+    record = request.record
+    tracing.end_request(request.span, record, request.finish_reasons, traced_content(record))
 
 
 def finish_reasons_of(body: bytes) -> tuple[str, ...]:

@@ -12,6 +12,7 @@ at once while the outage is known, never a 401 (it may be valid) nor a 500.
 """
 
 import asyncio
+import contextvars
 import functools
 import hmac
 import time
@@ -196,7 +197,7 @@ async def _read_key_once(digest: str) -> AuthenticatedKey | None:
     loop = asyncio.get_running_loop()
     read = _reads_in_flight.get(digest)
     if read is None or read.get_loop() is not loop:
-        read = loop.create_task(_read_key(digest))
+        read = loop.create_task(_read_key(digest), context=contextvars.Context())
         _reads_in_flight[digest] = read
         read.add_done_callback(functools.partial(_read_done, digest))
     # Shielded: a client that leaves cancels its own wait, not the read the others wait for.

@@ -19,6 +19,7 @@ still takes the GIL in turns with every thread, so what bounds its cost is the s
 """
 
 import asyncio
+import contextvars
 import json
 import logging
 import time
@@ -266,7 +267,9 @@ class ConfigStore:
             return self._last_good(organization_id, generation)
         if task is None:
             self._started += 1
-            task = asyncio.get_running_loop().create_task(self._read_and_keep(*key, self._started))
+            task = asyncio.get_running_loop().create_task(
+                self._read_and_keep(*key, self._started), context=contextvars.Context()
+            )
             self._reads[key] = task
             task.add_done_callback(lambda done: self._finished(key, done))
         if (

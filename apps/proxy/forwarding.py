@@ -415,8 +415,11 @@ class Forwarder:
                 upstream = _build(build, adapter, target)
                 span = None
                 if tracing.enabled:
-                    span = tracing.start_attempt(
-                        candidate.key.provider, candidate.deployment.upstream_model, upstream.headers
+                    span = _traced(
+                        tracing.start_attempt,
+                        candidate.key.provider,
+                        candidate.deployment.upstream_model,
+                        upstream.headers,
                     )
                 tried = len(self.record.attempts)
                 try:
@@ -430,7 +433,7 @@ class Forwarder:
                 finally:
                     if span is not None:
                         attempts = self.record.attempts
-                        tracing.end_attempt(span, attempts[-1] if len(attempts) > tried else None)
+                        _traced(tracing.end_attempt, span, attempts[-1] if len(attempts) > tried else None)
                 if answer is not None:
                     return answer
             raise self.exhausted()
@@ -558,6 +561,15 @@ def _timed_out(error: TimeoutError, first_byte: float, *, before: str) -> _Failu
     else:
         message = f"nothing received within {first_byte:.3g} s, before {before}"
     return _Failure("timeout", None, f"the upstream timed out: {message}")
+
+
+def _traced(hook, *args):
+    """A tracing hook, which never fails the attempt: a broken SDK costs the span only."""
+    try:
+        return hook(*args)
+    except Exception:
+        logger.exception("Tracing: an upstream attempt's span could not be recorded")
+        return None
 
 
 def _close(response: aiohttp.ClientResponse | None) -> None:

@@ -2,6 +2,7 @@
 of this worker writes them in one batch, at most about once a minute per key."""
 
 import asyncio
+import contextvars
 import logging
 import time
 from datetime import datetime
@@ -34,7 +35,7 @@ class KeyUsageRecorder:
     def _ensure_flusher(self) -> None:
         loop = asyncio.get_running_loop()
         if self._task is None or self._task.done() or self._task.get_loop() is not loop:
-            self._task = loop.create_task(self._run())
+            self._task = loop.create_task(self._run(), context=contextvars.Context())
 
     async def _run(self) -> None:
         while self._pending:

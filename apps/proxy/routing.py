@@ -16,6 +16,7 @@ All state is this worker's memory: no I/O here.
 """
 
 import asyncio
+import contextvars
 import time
 from dataclasses import dataclass
 
@@ -171,7 +172,7 @@ class CircuitBreaker:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # not on an event loop (a script, a test): shown at the next verdict
             return
-        loop.call_later(seconds, self._cooled, key_id)
+        loop.call_later(seconds, self._cooled, key_id, context=contextvars.Context())
 
     def _cooled(self, key_id: str) -> None:
         until = self._open_until.get(key_id)

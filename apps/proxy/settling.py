@@ -4,6 +4,7 @@ announced. Settles wait a few milliseconds to go together in one round trip (``S
 the process's runtime), or ride along with the next admission's (admission.py)."""
 
 import asyncio
+import contextvars
 import logging
 from dataclasses import dataclass, field
 
@@ -69,7 +70,7 @@ def settle_soon(request: ProxyRequest) -> None:
     pending = runtime.settles.pending.setdefault(loop, _Pending())
     pending.settlements.append((settlement, request.record))
     if pending.flush is None:
-        pending.flush = loop.call_later(SETTLE_BATCH_SECONDS, _flush, loop)
+        pending.flush = loop.call_later(SETTLE_BATCH_SECONDS, _flush, loop, context=contextvars.Context())
 
 
 def take_pending() -> list[tuple[Settlement, RequestRecord]]:
@@ -98,7 +99,9 @@ def _flush(loop: asyncio.AbstractEventLoop) -> None:
         return
     batch = pending.settlements
     for start in range(0, len(batch), SETTLE_BATCH_MAX):
-        task = loop.create_task(settle(batch[start : start + SETTLE_BATCH_MAX]))
+        task = loop.create_task(
+            settle(batch[start : start + SETTLE_BATCH_MAX]), context=contextvars.Context()
+        )
         runtime.settles.settling.add(task)
         task.add_done_callback(runtime.settles.settling.discard)
 

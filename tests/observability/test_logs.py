@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateway_project.access_log import _loggable
+from apps.observability.logs import loggable_path
 from tests.factories import create_api_key
 from tests.proxy.conftest import add_alias, add_provider_key
 from tests.servers import ROOT, free_port, subprocess_env, until, wait_until_serving
@@ -143,11 +143,15 @@ def test_make_run_in_json_writes_only_json_lines(tmp_path, secret):
 
 
 def test_a_paths_secrets_are_not_logged():
-    assert _loggable("/console/invitations/Zk3q9w0Yp2xV7rT5nB8mL1cD4/") == "/console/invitations/[token]/"
-    assert _loggable("/console/invitations/0b5f6c7e-1d2a-4e3b-9c8d-7a6b5c4d3e2f/accept") == (
+    assert loggable_path("/console/invitations/Zk3q9w0Yp2xV7rT5nB8mL1cD4/") == "/console/invitations/[token]/"
+    assert loggable_path("/console/invitations/0b5f6c7e-1d2a-4e3b-9c8d-7a6b5c4d3e2f/accept") == (
         "/console/invitations/[token]/accept"
     )
-    assert _loggable("/accounts/oidc/x/login/callback/?code=abc123&state=s3cr3t&x=1") == (
+    assert loggable_path("/accounts/oidc/x/login/callback/?code=abc123&state=s3cr3t&x=1") == (
         "/accounts/oidc/x/login/callback/?code=[redacted]&state=[redacted]&x=1"
     )
-    assert _loggable("/api/v1/analytics/logs?page=2") == "/api/v1/analytics/logs?page=2"
+    assert loggable_path("/api/v1/analytics/logs?page=2") == "/api/v1/analytics/logs?page=2"
+    # A line break a client put in a path cannot forge a line of the log.
+    assert loggable_path('/v1/x\r\n1.2.3.4 - - "POST /v1/chat/completions" 200') == (
+        '/v1/x\\x0d\\x0a1.2.3.4 - - "POST /v1/chat/completions" 200'
+    )

@@ -1,7 +1,11 @@
 """``GET /metrics`` of a live server after real traffic through it: parsed with prometheus-client's
 own parser, every counter moves by exactly what was sent."""
 
+import asyncio
 import json
+import socket
+import subprocess
+import sys
 from collections import Counter
 from decimal import Decimal
 
@@ -12,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from apps.limits.services import limits_set
 from tests.factories import create_api_key
 from tests.proxy.conftest import add_alias, add_provider_key
-from tests.servers import daphne_server, until
+from tests.servers import ROOT, daphne_server, subprocess_env, until, wait_until_serving
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -210,6 +214,68 @@ def test_two_server_processes_are_summed_in_either_ones_scrape(tmp_path, routed)
 
         assert until(lambda: both_counted(first), timeout=10)
         assert both_counted(second)
+
+
+@pytest.fixture
+def one_port_two_processes(tmp_path):
+    """Two server processes serving one listening socket (opened here, inherited by both: Daphne's
+    ``--fd``), sharing their node's metrics folder, as several processes per node run."""
+    listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+    base_url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    env = subprocess_env(tmp_path, GATEWAY_METRICS_DIR=str(tmp_path / "metrics"))
+    command = [sys.executable, "-m", "gateway_project.serve", "--fd", str(listener.fileno())]
+    servers = []
+    try:
+        for number in range(2):
+            log = open(tmp_path / f"server-{number}.log", "w+b")
+            server = subprocess.Popen(
+                [*command, "gateway_project.asgi:application"],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(listener.fileno(),),
+            )
+            servers.append((server, log))
+        for server, log in servers:
+            wait_until_serving(base_url, server, log)
+        yield base_url, [server.pid for server, _ in servers]
+    finally:
+        listener.close()
+        for server, log in servers:
+            server.terminate()
+            server.wait(30)
+            log.close()
+
+
+def test_a_scrape_of_either_process_on_one_port_counts_every_request(
+    one_port_two_processes, routed, tmp_path
+):
+    base_url, _ = one_port_two_processes
+    _, secret = create_api_key(routed)
+
+    async def burst() -> list[int]:
+        # Connections at once: the kernel hands each to whichever process accepts it first.
+        async with httpx.AsyncClient(timeout=30) as client:
+            answers = await asyncio.gather(
+                *(
+                    client.post(
+                        f"{base_url}{CHAT}", json=chat(), headers={"Authorization": f"Bearer {secret}"}
+                    )
+                    for _ in range(30)
+                )
+            )
+        return [answer.status_code for answer in answers]
+
+    assert asyncio.run(burst()) == [200] * 30
+    labels = {"endpoint": CHAT, "model": "gpt-4o-mini", "provider": "openai", "status": "200"}
+    assert until(lambda: value(scrape(base_url), "gateway_requests_total", **labels) == 30, timeout=10)
+    # Whichever process answers a scrape, the sum is the node's.
+    assert {value(scrape(base_url), "gateway_requests_total", **labels) for _ in range(10)} == {30.0}
+    served = [
+        (tmp_path / f"server-{n}.log").read_text().count('"POST /v1/chat/completions" 200') for n in range(2)
+    ]
+    print("requests answered by each process:", served)
 
 
 def test_a_scrape_needs_the_token_when_one_is_set(tmp_path, routed):

@@ -92,7 +92,11 @@ def test_a_proxied_request_is_a_server_span_with_its_attempt_and_stages_under_th
     answer = httpx.post(
         f"{gateway}/v1/chat/completions",
         json={"model": "fast", "messages": [{"role": "user", "content": "Say hello"}], "max_tokens": 5},
-        headers={"Authorization": f"Bearer {secret}", "traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"},
+        headers={
+            "Authorization": f"Bearer {secret}",
+            "traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01",
+            "baggage": "user.email=ada@example.com",
+        },
     )
     assert answer.status_code == 200
     assert until(lambda: collector.named("chat fast") and collector.named("chat gpt-4o-mini"), timeout=10)
@@ -125,6 +129,7 @@ def test_a_proxied_request_is_a_server_span_with_its_attempt_and_stages_under_th
     # The upstream got the attempt's context: its own spans would join this trace.
     sent = upstream.last_request.headers["traceparent"]
     assert sent == f"00-{CALLER_TRACE}-{attempt.span_id.hex()}-01"
+    assert "baggage" not in upstream.last_request.headers  # the caller's own headers stay here
 
     (admission,) = collector.named("gateway.admission")
     assert admission.parent_span_id == server.span_id
@@ -139,6 +144,8 @@ def test_a_request_without_a_traceparent_starts_a_trace_and_the_management_api_i
     refused = httpx.post(f"{gateway}/v1/chat/completions", json={}, headers={"Authorization": "Bearer sk-no"})
     assert refused.status_code == 401
     assert httpx.get(f"{gateway}/api/v1/api-keys").status_code == 401
+    # A path and a query string that carry secrets: the spans say where, not what.
+    httpx.get(f"{gateway}/console/invitations/Zk3q9w0Yp2xV7rT5nB8mL1cD4wq/?code=callback-code-77a1")
 
     def proxied():
         return [s for s in collector.spans if s.kind == SERVER and "gateway.request_id" in attributes(s)]
@@ -149,6 +156,9 @@ def test_a_request_without_a_traceparent_starts_a_trace_and_the_management_api_i
     assert until(lambda: proxied() and managed(), timeout=10), [
         (s.name, s.kind, attributes(s)) for s in collector.spans
     ]
+    assert until(lambda: b"invitations/[token]" in collector.raw.read_bytes(), timeout=10)
+    received = collector.raw.read_bytes()
+    assert b"Zk3q9w0Yp2xV7rT5nB8mL1cD4wq" not in received and b"callback-code-77a1" not in received
     (span,) = proxied()
     assert span.name == "chat"  # no model: the operation alone
     assert not span.parent_span_id and attributes(span)["http.response.status_code"] == 401

@@ -4,10 +4,16 @@
 Every line of a process carries the request it was written for, when one is being served: the proxy
 sets ``request_id`` (and ``organization_id`` once the key is known) in the request's own context
 (``contextvars``; each request is a task of its own, so requests never see each other's), the
-management API's middleware (``RequestIdMiddleware``) does the same for its requests.
+management API's middleware (``RequestIdMiddleware``) does the same for its requests. Work a
+request starts for others (a batched settle, a shared read, a timer) runs in a fresh context, so its
+lines carry no one request's ids.
+
+A path is logged (and put on a span) without the secrets a path can carry: ``loggable_path``.
 """
 
+import json
 import logging
+import re
 import uuid
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -22,6 +28,26 @@ organization_id: ContextVar[str | None] = ContextVar("organization_id", default=
 _STANDARD_ATTRIBUTES = frozenset(
     logging.LogRecord("", 0, "", 0, "", (), None).__dict__.keys() | {"message", "asctime", "taskName"}
 )
+
+
+_SECRET_PATH = re.compile(r"(/invitations/)[^/?]{20,}")
+_SECRET_QUERY = re.compile(r"([?&](?:code|state|token|key|secret|password|signature|sig)=)[^&]*", re.I)
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def loggable_path(path: str) -> str:
+    """The path without the secrets a path can carry (an invitation's token, a single sign-on
+    callback's code and state) and with control characters escaped (no forged log lines)."""
+    if "/invitations/" in path:
+        path = _SECRET_PATH.sub(r"\1[token]", path)
+    if "?" in path:
+        path = _SECRET_QUERY.sub(r"\1[redacted]", path)
+    return printable(path)
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters (a line break a client sent) written as backslash-x-NN."""
+    return _UNPRINTABLE.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
 
 
 def utc_timestamp(seconds: float) -> str:
@@ -57,12 +83,25 @@ class JsonFormatter(logging.Formatter):
                 line[name] = value
         for name, value in record.__dict__.items():
             if name not in _STANDARD_ATTRIBUTES and name not in line and value is not None:
-                line[name] = value
+                line[name] = _request_line(value) if name == "request" else value
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
         if record.stack_info:
             line["stack"] = self.formatStack(record.stack_info)
-        return orjson.dumps(line, default=str).decode()
+        try:
+            return orjson.dumps(line, default=repr, option=orjson.OPT_NON_STR_KEYS).decode()
+        except TypeError:  # what orjson cannot write (an integer past 64 bits): the standard library can
+            return json.dumps(line, default=repr)
+
+
+def _request_line(request) -> str:
+    """Django's ``extra={"request": ...}`` (its error lines): method and path, never the query
+    string's secrets or the request's headers."""
+    method = getattr(request, "method", None)
+    path = getattr(request, "get_full_path", None)
+    if method is None or path is None:
+        return type(request).__name__
+    return f"{method} {loggable_path(path())}"
 
 
 class RequestIdMiddleware:

@@ -12,6 +12,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from tests.factories import create_api_key
 from tests.proxy.conftest import add_alias, add_provider_key
 from tests.servers import daphne_server, until
+from tests.test_shutdown import Gateway
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -200,3 +201,16 @@ def test_content_is_on_a_span_only_when_asked_for_and_as_the_audit_log_keeps_it(
     assert "Say hello to" in values["gen_ai.input.messages"]
     assert "ada@example.com" not in values["gen_ai.input.messages"]  # redacted, as the audit log keeps it
     assert "Hello from upstream" in values["gen_ai.output.messages"]
+
+
+def test_the_workers_tasks_are_traced(tmp_path, organization, collector):
+    """make run's tree with traces on: beat sends its tasks at once on a new schedule, and the
+    worker's run of each is a span (the standard Celery instrumentation)."""
+    with Gateway(
+        tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=collector.url, OTEL_BSP_SCHEDULE_DELAY="100"
+    ) as gateway:
+        ran = until(lambda: any(span.name.startswith("run/apps.") for span in collector.spans), timeout=30)
+        assert gateway.stop() == 0
+    assert ran, sorted({span.name for span in collector.spans})
+    names = {span.name for span in collector.spans}
+    assert "run/apps.experiments.tasks.sweep_pending_feedback" in names

@@ -7,11 +7,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
+from django.contrib.auth.hashers import make_password
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tests.factories import create_api_key
+from tests.factories import PASSWORD, create_api_key
 from tests.proxy.conftest import add_alias, add_provider_key
-from tests.servers import daphne_server, until
+from tests.servers import daphne_server, free_port, until
 from tests.test_shutdown import Gateway
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -203,14 +204,30 @@ def test_content_is_on_a_span_only_when_asked_for_and_as_the_audit_log_keeps_it(
     assert "Hello from upstream" in values["gen_ai.output.messages"]
 
 
-def test_the_workers_tasks_are_traced(tmp_path, organization, collector):
-    """make run's tree with traces on: beat sends its tasks at once on a new schedule, and the
-    worker's run of each is a span (the standard Celery instrumentation)."""
-    with Gateway(
-        tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=collector.url, OTEL_BSP_SCHEDULE_DELAY="100"
-    ) as gateway:
-        ran = until(lambda: any(span.name.startswith("run/apps.") for span in collector.spans), timeout=30)
+def test_the_workers_tasks_are_traced(tmp_path, owner, collector):
+    """make run's tree with traces on: a webhook's test delivery, sent from the management API to
+    the worker, is a span of each (the standard Celery instrumentation)."""
+    owner.user.password = make_password(PASSWORD, hasher="pbkdf2_sha256")  # the live server's hasher
+    owner.user.save(update_fields=["password"])
+    traced = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+        "GATEWAY_ALLOW_PRIVATE_WEBHOOKS": "true",
+    }
+    with Gateway(tmp_path, **traced) as gateway:
+        login = {"email": owner.user.email, "password": PASSWORD}
+        access = httpx.post(f"{gateway.base_url}/api/v1/auth/login", json=login).json()["access"]
+        session = {"Authorization": f"Bearer {access}"}
+        webhooks = f"{gateway.base_url}/api/v1/organizations/current/webhooks"
+        # Nobody listens there: the delivery fails, and is traced all the same.
+        hook = f"https://127.0.0.1:{free_port()}/hook"
+        created = httpx.post(webhooks, json={"url": hook}, headers=session)
+        assert created.status_code == 201, created.text
+        tested = httpx.post(f"{webhooks}/{created.json()['id']}/test", headers=session)
+        assert tested.status_code == 202, tested.text
+        delivered = "run/apps.webhooks.tasks.deliver"
+        ran = until(lambda: any(span.name == delivered for span in collector.spans), timeout=30)
         assert gateway.stop() == 0
     assert ran, sorted({span.name for span in collector.spans})
     names = {span.name for span in collector.spans}
-    assert "run/apps.experiments.tasks.sweep_pending_feedback" in names
+    assert "apply_async/apps.webhooks.tasks.deliver" in names  # sent by the server, in the same trace

@@ -1,9 +1,11 @@
 """The batched request metrics against prometheus-client's own histogram: the same buckets."""
 
+import os
 import uuid
 from datetime import UTC, datetime
 
 from apps.audit.records import Attempt, RequestRecord
+from apps.core.preparation import run_steps
 from apps.observability import metrics
 from apps.observability.request_metrics import OTHER, BoundedValues, RequestMetrics, overhead_ms
 from tests.metrics import metric_value
@@ -57,3 +59,15 @@ def test_a_streams_overhead_ends_at_its_first_chunk():
     # 40 ms of generation after the first chunk are the model's, not the gateway's.
     assert overhead_ms(latency_ms=50.0, ttft_ms=10.0, upstream_ms=8.5) == 1.5
     assert overhead_ms(latency_ms=10.0, ttft_ms=None, upstream_ms=8.5) == 1.5
+
+
+def test_a_nodes_preparation_clears_the_metrics_of_stopped_processes_only(settings, tmp_path):
+    settings.GATEWAY_METRICS_DIR = str(tmp_path)
+    stopped = tmp_path / "counter_4194303.db"  # past the largest pid Linux hands out
+    running = tmp_path / f"histogram_{os.getpid()}.db"
+    stopped.write_bytes(b"\0" * 8)
+    running.write_bytes(b"\0" * 8)
+
+    run_steps()  # manage.py prepare's steps of other apps
+
+    assert not stopped.exists() and running.exists()

@@ -19,6 +19,8 @@ from django.contrib.staticfiles import finders
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from apps.core.preparation import run_steps
+
 MANIFEST = "staticfiles.json"  # written by the manifest storage
 STAMP_SUFFIX = ".stamp"  # what was collected: beside STATIC_ROOT, where it is not served
 IGNORED = ["CVS", ".*", "*~"]  # collectstatic's default ignore patterns
@@ -42,15 +44,7 @@ class Command(BaseCommand):
         if static_files_changed(root, stamp):
             call_command("collectstatic", interactive=False, verbosity=max(0, verbosity - 1))
             _stamp_path(root).write_text(stamp)
-        clear_metrics()
-
-
-def clear_metrics() -> None:
-    """The previous run's metric files: prometheus-client's multiprocess mode adds up every file in
-    the folder, of processes long gone too, so each run starts without them."""
-    from apps.observability.metrics import clear_stopped_processes
-
-    clear_stopped_processes()
+        run_steps()  # the apps' own (apps/core/preparation.py): the metrics of stopped processes
 
 
 def static_files_stamp() -> str:

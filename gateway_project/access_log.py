@@ -57,6 +57,10 @@ _proxy_snapshot = attrgetter(*_PROXY_FIELDS)
 # A text line shows these in Daphne's places; the others follow as name=value.
 _IN_THE_TEXT_LINE = frozenset(("client_ip", "method", "endpoint", "status", "organization_id"))
 
+# Several server processes write to one stdout (WEB_CONCURRENCY): a write of at most this many bytes
+# to a pipe is never interleaved with another's (PIPE_BUF), so each is whole lines and no larger.
+CHUNK_BYTES = 4096
+
 _WEBSOCKET_ACTIONS = {
     "connecting": "WSCONNECTING",
     "rejected": "WSREJECT",
@@ -180,12 +184,28 @@ class AccessLog:
         if not self._lines:
             return
         lines, self._lines = self._lines, []
-        text = "".join(line if isinstance(line, str) else self._proxy_line(*line) for line in lines)
+        formatted = [line if isinstance(line, str) else self._proxy_line(*line) for line in lines]
         # A closed or broken stdout (the terminal went away) never stops the server answering.
         with contextlib.suppress(OSError, ValueError):
-            try:
-                self.stream.write(text)
-            except UnicodeEncodeError:  # a stream that cannot write a character (ASCII): escaped
-                encoding = getattr(self.stream, "encoding", None) or "utf-8"
-                self.stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
-            self.stream.flush()
+            for text in _chunks(formatted):
+                try:
+                    self.stream.write(text)
+                except UnicodeEncodeError:  # a stream that cannot write a character (ASCII): escaped
+                    encoding = getattr(self.stream, "encoding", None) or "utf-8"
+                    self.stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
+                self.stream.flush()
+
+
+def _chunks(lines: list[str]):
+    """The lines joined into writes of whole lines of at most ``CHUNK_BYTES`` (a longer line alone)."""
+    chunk: list[str] = []
+    size = 0
+    for line in lines:
+        length = len(line.encode("utf-8", "surrogatepass")) if not line.isascii() else len(line)
+        if chunk and size + length > CHUNK_BYTES:
+            yield "".join(chunk)
+            chunk, size = [], 0
+        chunk.append(line)
+        size += length
+    if chunk:
+        yield "".join(chunk)

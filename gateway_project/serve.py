@@ -24,6 +24,8 @@ import asyncio
 import functools
 import gc
 import logging
+import os
+import sys
 
 from daphne.access import AccessLogGenerator
 from daphne.cli import CommandLineInterface
@@ -34,6 +36,7 @@ from twisted.internet import defer
 
 from apps.core import shutdown
 from gateway_project.access_log import AccessLog
+from gateway_project.server_processes import REUSEPORT_ADDRESS, listening_socket
 
 logger = logging.getLogger("gateway_project.serve")
 
@@ -206,5 +209,21 @@ class GatewayCommandLine(CommandLineInterface):
     server_class = DrainingServer
 
 
+def own_reuseport_socket(arguments: list[str]) -> list[str]:
+    """Under ``GATEWAY_SERVER_SOCKET=reuseport`` (gateway_project/server_processes.py), this process
+    opens its own listening socket on the supervisor's address and serves it (``--fd``)."""
+    address = os.environ.get(REUSEPORT_ADDRESS)
+    if not address:
+        return arguments
+    host, _, port = address.rpartition(":")
+    listener = listening_socket(host, int(port), reuse_port=True)
+    _kept_open.append(listener)  # the descriptor Daphne adopts must outlive this function
+    return ["--fd", str(listener.fileno()), *arguments]
+
+
+_kept_open: list = []
+
+
 if __name__ == "__main__":
+    sys.argv[1:] = own_reuseport_socket(sys.argv[1:])
     GatewayCommandLine.entrypoint()

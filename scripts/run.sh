@@ -49,7 +49,9 @@ echo "Gateway on http://${HOST:-127.0.0.1}:${PORT:-8000}/ (admin console at /adm
     as_log gateway.run
 # Daphne is not told to read forwarded headers (it would believe X-Forwarded-For from anyone); the
 # gateway reads them from GATEWAY_TRUSTED_PROXIES only (gateway_project/client_address.py).
-"$BIN/python" -m gateway_project.serve -b "${HOST:-127.0.0.1}" -p "${PORT:-8000}" \
+# WEB_CONCURRENCY=N (N > 1, with REDIS_URL): N server processes on the one port, under a supervisor
+# (gateway_project/server_processes.py) that passes SIGTERM on; with 1, the server itself.
+"$BIN/python" -m gateway_project.server_processes -b "${HOST:-127.0.0.1}" -p "${PORT:-8000}" \
     gateway_project.asgi:application &
 server=$!
 

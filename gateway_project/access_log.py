@@ -58,7 +58,8 @@ _proxy_snapshot = attrgetter(*_PROXY_FIELDS)
 _IN_THE_TEXT_LINE = frozenset(("client_ip", "method", "endpoint", "status", "organization_id"))
 
 # Several server processes write to one stdout (WEB_CONCURRENCY): a write of at most this many bytes
-# to a pipe is never interleaved with another's (PIPE_BUF), so each is whole lines and no larger.
+# to a pipe is never interleaved with another's (PIPE_BUF), so each is whole lines and no larger (a
+# longer line, which a path or model name of kilobytes makes, goes alone and may interleave).
 CHUNK_BYTES = 4096
 
 _WEBSOCKET_ACTIONS = {

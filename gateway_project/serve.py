@@ -36,7 +36,7 @@ from twisted.internet import defer
 
 from apps.core import shutdown
 from gateway_project.access_log import AccessLog
-from gateway_project.server_processes import REUSEPORT_ADDRESS, listening_socket
+from gateway_project.server_processes import REUSEPORT_ADDRESS, endpoint_arguments, listening_socket
 
 logger = logging.getLogger("gateway_project.serve")
 
@@ -211,17 +211,14 @@ class GatewayCommandLine(CommandLineInterface):
 
 def own_reuseport_socket(arguments: list[str]) -> list[str]:
     """Under ``GATEWAY_SERVER_SOCKET=reuseport`` (gateway_project/server_processes.py), this process
-    opens its own listening socket on the supervisor's address and serves it (``--fd``)."""
+    opens its own listening socket on the supervisor's address and serves it. Its descriptor is
+    Daphne's from here on (Twisted adopts and closes it), no longer a Python socket's."""
     address = os.environ.get(REUSEPORT_ADDRESS)
     if not address:
         return arguments
     host, _, port = address.rpartition(":")
-    listener = listening_socket(host, int(port), reuse_port=True)
-    _kept_open.append(listener)  # the descriptor Daphne adopts must outlive this function
-    return ["--fd", str(listener.fileno()), *arguments]
-
-
-_kept_open: list = []
+    descriptor = listening_socket(host, int(port), reuse_port=True).detach()
+    return [*endpoint_arguments(descriptor, host), *arguments]
 
 
 if __name__ == "__main__":

@@ -16,11 +16,15 @@ docs/benchmarks.md ("Several processes") measures both.
 
 SIGTERM or SIGINT goes to every process, each drains its requests (gateway_project/serve.py), and
 the supervisor exits 0 once they all have. A process that exits on its own is started again after a
-second; more than ``MAX_RESTARTS`` in a minute stops them all (exit 1): something is wrong that a
-restart does not fix. Several processes share their counters, limits, revocations and live tail
+second; one that exits more than ``MAX_RESTARTS`` times in a minute stops them all (exit 1):
+something is wrong that a restart does not fix. A server process dies with the supervisor, even one
+killed with SIGKILL (``PR_SET_PDEATHSIG``), so none is left serving a port nobody supervises.
+Several processes share their counters, limits, revocations and live tail
 through Redis: without ``REDIS_URL`` a second process is refused at start-up.
 """
 
+import argparse
+import ctypes
 import os
 import signal
 import socket
@@ -65,54 +69,110 @@ def socket_mode(environ=os.environ) -> str:
 
 
 def split_address(arguments: list[str]) -> tuple[str, int, list[str]]:
-    """The ``-b``/``--bind`` host and ``-p``/``--port`` of Daphne's arguments, and the rest."""
-    host, port, rest = "127.0.0.1", 8000, []
-    items = iter(arguments)
-    for item in items:
-        if item in ("-b", "--bind"):
-            host = next(items)
-        elif item in ("-p", "--port"):
-            port = int(next(items))
-        else:
-            rest.append(item)
-    return host, port, rest
+    """The host and port of Daphne's arguments (``-b``/``--bind``, ``-p``/``--port``, either form),
+    and the rest. Several processes serve one TCP address: a unix socket, a descriptor or an
+    endpoint string of one's own is refused."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("-b", "--bind", default="127.0.0.1")
+    parser.add_argument("-p", "--port", type=int, default=8000)
+    parser.add_argument("-u", "--unix-socket")
+    parser.add_argument("--fd", type=int)
+    parser.add_argument("-e", "--endpoint", action="append")
+    try:
+        known, rest = parser.parse_known_args(arguments)
+    except SystemExit:  # argparse's own way of saying a value is missing or wrong
+        raise ConfigurationError(
+            "the server's -b/--bind and -p/--port need a host and a port number"
+        ) from None
+    if known.unix_socket or known.fd is not None or known.endpoint:
+        raise ConfigurationError("WEB_CONCURRENCY > 1 serves a host and port (-b, -p), not -u, --fd or -e")
+    return known.bind, known.port, rest
 
 
 def listening_socket(host: str, port: int, *, reuse_port: bool) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.create_server((host, port), family=family, backlog=2048, reuse_port=reuse_port)
+    if ":" in host:  # IPv6, and "::" takes IPv4 clients too, as Twisted's own listener does
+        listener = socket.create_server(
+            (host, port),
+            family=socket.AF_INET6,
+            backlog=2048,
+            reuse_port=reuse_port,
+            dualstack_ipv6=host == "::",
+        )
+    else:
+        listener = socket.create_server((host, port), backlog=2048, reuse_port=reuse_port)
     listener.set_inheritable(True)
     return listener
+
+
+def endpoint_arguments(fd: int, host: str) -> list[str]:
+    """Daphne's arguments serving the listening socket ``fd`` (its ``--fd`` assumes IPv4)."""
+    if ":" in host:
+        return ["-e", f"fd:fileno={fd}:domain=INET6"]
+    return ["--fd", str(fd)]
+
+
+def _die_with_the_supervisor() -> None:
+    """In each server process before it runs: SIGTERM when the supervisor dies (even by SIGKILL), so
+    no server is left serving a port nobody supervises."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+PR_SET_PDEATHSIG = 1
 
 
 class Supervisor:
     def __init__(self, count: int, mode: str, host: str, port: int, arguments: list[str]) -> None:
         self.count, self.mode, self.arguments = count, mode, arguments
-        self.address = f"{host}:{port}"
-        self.listener = listening_socket(host, port, reuse_port=False) if mode == "shared" else None
+        self.host, self.address = host, f"{host}:{port}"
+        if mode == "shared":
+            self.listener: socket.socket | None = listening_socket(host, port, reuse_port=False)
+        else:
+            # No one listens there already (a reuseport socket would join another gateway's quietly).
+            listening_socket(host, port, reuse_port=False).close()
+            self.listener = None
         self.processes: dict[int, subprocess.Popen] = {}  # slot -> process
-        self.restarts: list[float] = []
+        self.restarts: dict[int, list[float]] = {}
+        self.due: dict[int, float] = {}  # slot -> when to start it again
         self.stopping = False
+        self.told_to_stop: set[int] = set()  # pids sent SIGTERM (once each)
 
     def command(self) -> list[str]:
         serve = [sys.executable, "-m", "gateway_project.serve"]
         if self.listener is not None:
-            return [*serve, "--fd", str(self.listener.fileno()), *self.arguments]
+            return [*serve, *endpoint_arguments(self.listener.fileno(), self.host), *self.arguments]
         return [*serve, *self.arguments]  # serve.py opens its own socket (REUSEPORT_ADDRESS)
 
     def start(self, slot: int) -> None:
+        if self.stopping:
+            return
         environ = {**os.environ, "GATEWAY_SERVER_PROCESS": str(slot)}
         environ.pop("WEB_CONCURRENCY", None)
         if self.listener is None:
             environ[REUSEPORT_ADDRESS] = self.address
         fds = (self.listener.fileno(),) if self.listener is not None else ()
-        # Our own interpreter and module, with the operator's arguments.
-        self.processes[slot] = subprocess.Popen(self.command(), env=environ, pass_fds=fds)  # noqa: S603
+        # Our own interpreter and module, with the operator's arguments. Its own process group: a
+        # terminal's Ctrl-C reaches the supervisor, which tells each process once.
+        self.processes[slot] = subprocess.Popen(  # noqa: S603
+            self.command(),
+            env=environ,
+            pass_fds=fds,
+            process_group=0,
+            preexec_fn=_die_with_the_supervisor,
+        )
 
     def stop(self, *_signal) -> None:
+        """The signal handler: only a flag; the loop tells the processes."""
         self.stopping = True
+
+    def _tell_to_stop(self) -> None:
+        if self.listener is not None:
+            self.listener.close()  # so the port refuses once the processes close their copies
+            self.listener = None
+        self.due.clear()
         for process in self.processes.values():
-            if process.poll() is None:
+            if process.pid not in self.told_to_stop and process.poll() is None:
+                self.told_to_stop.add(process.pid)
                 process.send_signal(signal.SIGTERM)
 
     def run(self) -> int:
@@ -121,45 +181,61 @@ class Supervisor:
         for slot in range(self.count):
             self.start(slot)
         status = 0
-        while self.processes:
-            time.sleep(0.2)
+        while self.processes or (self.due and not self.stopping):
+            if self.stopping:
+                self._tell_to_stop()
+            time.sleep(0.1)
+            now = time.monotonic()
+            for slot, moment in list(self.due.items()):
+                if moment <= now:
+                    del self.due[slot]
+                    self.start(slot)
             for slot, process in list(self.processes.items()):
                 code = process.poll()
                 if code is None:
                     continue
                 del self.processes[slot]
                 if self.stopping:
-                    status = status or code
+                    status = status or _exit_status(code)
                     continue
                 print(
                     f"Server process {slot} (pid {process.pid}) exited with status {code}; starting it again",
                     file=sys.stderr,
                     flush=True,
                 )
-                if self._too_many_restarts():
-                    print("Server processes keep exiting; stopping them all", file=sys.stderr, flush=True)
-                    self.stop()
+                if self._too_many_restarts(slot):
+                    print(
+                        f"Server process {slot} keeps exiting; stopping them all", file=sys.stderr, flush=True
+                    )
+                    self.stopping = True
                     status = 1
                     continue
-                time.sleep(RESTART_DELAY)
-                self.start(slot)
+                self.due[slot] = now + RESTART_DELAY
         return status
 
-    def _too_many_restarts(self) -> bool:
+    def _too_many_restarts(self, slot: int) -> bool:
         now = time.monotonic()
-        self.restarts = [moment for moment in self.restarts if now - moment < 60] + [now]
-        return len(self.restarts) > MAX_RESTARTS
+        recent = [moment for moment in self.restarts.get(slot, []) if now - moment < 60] + [now]
+        self.restarts[slot] = recent
+        return len(recent) > MAX_RESTARTS
+
+
+def _exit_status(code: int) -> int:
+    """A process's status as a shell reports it; ended by the SIGTERM or SIGINT it was sent: 0."""
+    if code in (-signal.SIGTERM, -signal.SIGINT):
+        return 0
+    return 128 - code if code < 0 else code
 
 
 def main(arguments: list[str]) -> int:
     try:
         count, mode = concurrency(), socket_mode()
+        if count == 1:  # one process: the server itself, in this process (no supervisor)
+            os.execv(sys.executable, [sys.executable, "-m", "gateway_project.serve", *arguments])  # noqa: S606
+        host, port, rest = split_address(arguments)
     except ConfigurationError as error:
         print(error, file=sys.stderr)
         return 2
-    if count == 1:  # one process: the server itself, in this process (no supervisor)
-        os.execv(sys.executable, [sys.executable, "-m", "gateway_project.serve", *arguments])  # noqa: S606
-    host, port, rest = split_address(arguments)
     try:
         supervisor = Supervisor(count, mode, host, port, rest)
     except OSError as error:

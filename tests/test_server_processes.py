@@ -4,6 +4,7 @@ mode of sharing it; what must hold across them (revocation, rate limits) holds; 
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,9 +15,10 @@ from django.conf import settings
 
 from apps.keys import services as key_services
 from apps.limits.services import limits_set
+from gateway_project import access_log
 from tests.factories import create_api_key
 from tests.proxy.conftest import add_alias, add_provider_key
-from tests.servers import ROOT, free_port, subprocess_env, wait_until_serving
+from tests.servers import ROOT, free_port, subprocess_env, until, wait_until_serving
 from tests.test_shutdown import Gateway, session_alive
 from tests.upstreams import upstream  # noqa: F401  (the fixture)
 
@@ -70,7 +72,10 @@ def two_processes(request, tmp_path, organization, upstream):  # noqa: F811
     add_alias(organization, "fast", ("openai", "gpt-4o-mini"))
     port = free_port()
     log = open(tmp_path / "supervisor.log", "w+b")
-    env = subprocess_env(tmp_path, WEB_CONCURRENCY="2", GATEWAY_SERVER_SOCKET=request.param)
+    spool = tmp_path / "spool"  # no ingest: each process's spool file stays, named by its pid
+    env = subprocess_env(
+        tmp_path, WEB_CONCURRENCY="2", GATEWAY_SERVER_SOCKET=request.param, GATEWAY_OUTBOX_DIR=str(spool)
+    )
     supervisor = subprocess.Popen(
         [*COMMAND, "-b", "127.0.0.1", "-p", str(port), "gateway_project.asgi:application"],
         cwd=ROOT,
@@ -80,7 +85,7 @@ def two_processes(request, tmp_path, organization, upstream):  # noqa: F811
     )
     try:
         wait_until_serving(f"http://127.0.0.1:{port}", supervisor, log)
-        yield f"http://127.0.0.1:{port}", supervisor
+        yield f"http://127.0.0.1:{port}", supervisor, request.param, spool
     finally:
         if supervisor.poll() is None:
             supervisor.kill()
@@ -107,7 +112,7 @@ async def burst(base_url: str, secret: str, count: int) -> list[int]:
 
 
 def test_two_processes_serve_one_port_and_hold_limits_and_revocations_together(two_processes, organization):
-    base_url, supervisor = two_processes
+    base_url, supervisor, mode, spool = two_processes
     assert len(children_of(supervisor.pid)) == 2
 
     api_key, secret = create_api_key(organization)
@@ -120,9 +125,53 @@ def test_two_processes_serve_one_port_and_hold_limits_and_revocations_together(t
     key_services.api_key_revoke(api_key=revoked_key)
     assert set(asyncio.run(burst(base_url, revoked, 20))) == {401}  # every process, at once
 
+    if mode == "reuseport":  # 90 connections spread by their hash: both processes served
+        writers = {path.name.split("-")[0] for path in spool.iterdir() if ".spool" in path.name}
+        assert writers == {str(pid) for pid in children_of(supervisor.pid)}
+
     supervisor.send_signal(signal.SIGTERM)
     assert supervisor.wait(60) == 0
     assert children_of(supervisor.pid) == []
+
+
+def test_a_process_that_dies_is_started_again_and_all_die_with_the_supervisor(two_processes, organization):
+    base_url, supervisor, _, _ = two_processes
+    first, _ = children_of(supervisor.pid)
+    os.kill(first, signal.SIGKILL)
+    assert until(
+        lambda: len(children_of(supervisor.pid)) == 2 and first not in children_of(supervisor.pid), 30
+    )
+    _, secret = create_api_key(organization)
+    assert until(lambda: set(asyncio.run(burst(base_url, secret, 4))) == {200}, 30)
+
+    survivors = children_of(supervisor.pid)
+    supervisor.kill()  # SIGKILL: no chance to pass anything on
+    supervisor.wait()
+    assert until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in survivors), 30)
+
+
+def test_a_port_someone_listens_on_is_refused(tmp_path):
+    if not settings.REDIS_URL:
+        pytest.skip("several server processes need REDIS_URL")
+    taken = socket.create_server(("127.0.0.1", 0))
+    try:
+        port = taken.getsockname()[1]
+        env = subprocess_env(tmp_path, WEB_CONCURRENCY="2")
+        done = subprocess.run(
+            [*COMMAND, "-p", str(port)], env=env, capture_output=True, text=True, timeout=30
+        )
+    finally:
+        taken.close()
+    assert done.returncode == 1 and f"Cannot listen on 127.0.0.1:{port}" in done.stderr
+
+
+def test_access_lines_are_written_in_whole_lines_of_at_most_a_pipes_atomic_write():
+    lines = [f"127.0.0.1 - - line {n} {'x' * 90}\n" for n in range(200)] + ["long " + "y" * 5000 + "\n"]
+    chunks = list(access_log._chunks(lines))
+    assert "".join(chunks) == "".join(lines)
+    assert all(chunk.endswith("\n") for chunk in chunks)
+    assert all(len(chunk.encode()) <= access_log.CHUNK_BYTES for chunk in chunks[:-1])
+    assert chunks[-1] == lines[-1]  # longer than a chunk: alone
 
 
 def test_make_run_with_two_processes_serves_and_stops_every_one(tmp_path, organization, upstream):  # noqa: F811

@@ -209,18 +209,20 @@ def test_daphne_honours_gateway_trusted_proxies(tmp_path, live_owner):
 # --- The command line scripts/run.sh serves with --------------------------------------------------------
 
 
+SERVER_COMMAND = (
+    r"^(exec\s+)?(\S*daphne[\"\s]|\S*python\"?\s+-m\s+gateway_project\.(serve|server_processes)\s)"
+)
+
+
 def run_script_daphne_command(port: int) -> list[str]:
     """Daphne's command line as scripts/run.sh writes it, expanded by bash, on ``port``: the test
     serves with the script's own arguments, whatever they become."""
     script = (ROOT / "scripts" / "run.sh").read_text()
     commands = [c.strip() for c in script.replace("\\\n", " ").splitlines() if not c.lstrip().startswith("#")]
     [bin_line] = [c for c in commands if c.startswith("BIN=")]
-    # The server: Daphne itself, or the project's Daphne with a drain (python -m gateway_project.serve).
-    [daphne] = [
-        c
-        for c in commands
-        if re.match(r"^(exec\s+)?(\S*daphne[\"\s]|\S*python\"?\s+-m\s+gateway_project\.serve\s)", c)
-    ]
+    # The server: Daphne itself, or the project's Daphne with a drain (python -m gateway_project.serve,
+    # or gateway_project.server_processes, which is that server when WEB_CONCURRENCY is 1).
+    [daphne] = [c for c in commands if re.match(SERVER_COMMAND, c)]
     daphne = daphne.removeprefix("exec").removesuffix("&").strip()
     expand = f'{bin_line}; HOST=127.0.0.1; PORT={port}; args=({daphne}); printf "%s\\0" "${{args[@]}}"'
     expanded = subprocess.run(["bash", "-c", expand], cwd=ROOT, capture_output=True, text=True, check=True)
@@ -270,6 +272,9 @@ def test_the_run_scripts_daphne_records_the_real_peer_whatever_forwarded_for_say
 def test_the_run_scripts_daphne_command_line_is_read_from_the_script():
     command = run_script_daphne_command(8123)
 
-    assert Path(command[0]).name == "daphne" or command[1:3] == ["-m", "gateway_project.serve"]
+    assert Path(command[0]).name == "daphne" or command[1:3] in (
+        ["-m", "gateway_project.serve"],
+        ["-m", "gateway_project.server_processes"],  # the server itself, or N of them (WEB_CONCURRENCY)
+    )
     assert command[-1] == "gateway_project.asgi:application"
     assert ["-p", "8123"] == command[command.index("-p") : command.index("-p") + 2]

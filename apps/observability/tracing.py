@@ -104,6 +104,15 @@ def _without_secrets_in_urls(span: Any, request: Any) -> None:
         span.set_attribute("url.query", loggable_path("?" + held["url.query"])[1:])
 
 
+def guarded(hook, *args) -> Any:
+    """Runs one of the hooks below; a broken SDK or exporter costs the span, never the request."""
+    try:
+        return hook(*args)
+    except Exception:
+        logger.exception("Tracing: a span could not be recorded")
+        return None
+
+
 def shutdown() -> None:
     """Sends what is batched (a stopping server's last spans)."""
     if enabled:

@@ -161,7 +161,7 @@ class ProxyApp:
             record=record,
         )
         if tracing.enabled:
-            request.span = _traced(tracing.start_request, headers, scope["method"], path)
+            request.span = tracing.guarded(tracing.start_request, headers, scope["method"], path)
         try:
             response = await self.handle(request, receive)
         except GatewayError as error:
@@ -171,7 +171,7 @@ class ProxyApp:
         except asyncio.CancelledError:
             if not shutdown.state.cut:  # the client went away: nobody to answer
                 if request.span is not None:
-                    _traced(tracing.end_request, request.span, record)
+                    tracing.guarded(tracing.end_request, request.span, record)
                 raise
             # The server's grace period is over: this request gets its answer (and its audit entry).
             response = self.error_response(request, shutdown.ServerStopping())
@@ -317,7 +317,7 @@ def hand_over(request: ProxyRequest) -> None:
     if len(record.attempts) > 1:
         announce_failover(record)
     if request.span is not None:
-        _traced(_end_span, request)
+        tracing.guarded(_end_span, request)
 
 
 def announce_failover(record: RequestRecord) -> None:
@@ -387,15 +387,6 @@ def _header_value(value: str) -> bytes:
 
 
 proxy_app = ProxyApp()
-
-
-def _traced(hook, *args):
-    """A tracing hook, which never fails the request: a broken exporter or SDK costs the span only."""
-    try:
-        return hook(*args)
-    except Exception:
-        logger.exception("Tracing: a request's span could not be recorded")
-        return None
 
 
 def _end_span(request: ProxyRequest) -> None:

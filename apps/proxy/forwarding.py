@@ -415,7 +415,7 @@ class Forwarder:
                 upstream = _build(build, adapter, target)
                 span = None
                 if tracing.enabled:
-                    span = _traced(
+                    span = tracing.guarded(
                         tracing.start_attempt,
                         candidate.key.provider,
                         candidate.deployment.upstream_model,
@@ -433,7 +433,8 @@ class Forwarder:
                 finally:
                     if span is not None:
                         attempts = self.record.attempts
-                        _traced(tracing.end_attempt, span, attempts[-1] if len(attempts) > tried else None)
+                        outcome = attempts[-1] if len(attempts) > tried else None
+                        tracing.guarded(tracing.end_attempt, span, outcome)
                 if answer is not None:
                     return answer
             raise self.exhausted()
@@ -561,15 +562,6 @@ def _timed_out(error: TimeoutError, first_byte: float, *, before: str) -> _Failu
     else:
         message = f"nothing received within {first_byte:.3g} s, before {before}"
     return _Failure("timeout", None, f"the upstream timed out: {message}")
-
-
-def _traced(hook, *args):
-    """A tracing hook, which never fails the attempt: a broken SDK costs the span only."""
-    try:
-        return hook(*args)
-    except Exception:
-        logger.exception("Tracing: an upstream attempt's span could not be recorded")
-        return None
 
 
 def _close(response: aiohttp.ClientResponse | None) -> None:

@@ -172,11 +172,18 @@ def test_an_organization_has_at_most_its_bound_of_active_policies(session_client
 
 
 @pytest.mark.django_db
-def test_an_organizations_active_policies_compile_within_its_bound_together(session_client, outsider):
+def test_an_organizations_active_policies_compile_within_its_bound_together(
+    session_client, outsider, monkeypatch
+):
     """Each list compiles in about 10 ms into 110 KB (twice that on a busy machine), well inside one
     policy's 50 ms: together they reach the organization's 250 ms, and the next one is refused naming
     its field and the totals. Another organization's policies count for their organization only."""
+    from apps.policies import patterns
     from apps.policies.services import policy_create
+
+    # One list's own bound is not what this is about: on a slow host one list once took over 50 ms
+    # and was refused for that, before the organization's bound was reached.
+    monkeypatch.setitem(patterns._LIMITS, "compile_seconds", 1.0)
 
     policy_create(
         organization=outsider.organization,

@@ -15,7 +15,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from apps.limits.services import limits_set
 from tests.factories import create_api_key
-from tests.proxy.conftest import add_alias, add_provider_key
 from tests.servers import ROOT, daphne_server, subprocess_env, until, wait_until_serving
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -47,19 +46,6 @@ def total(samples, name: str, **labels: str) -> float:
     """The sum over every sample of ``name`` whose labels include ``labels``."""
     wanted = set(labels.items())
     return sum(v for (n, held), v in samples.items() if n == name and wanted <= set(held))
-
-
-@pytest.fixture
-def routed(organization, upstream):
-    add_provider_key(organization, upstream, secret="sk-upstream-metrics")
-    add_alias(organization, "fast", ("openai", "gpt-4o-mini"))
-    return organization
-
-
-@pytest.fixture
-def gateway(tmp_path, routed):
-    with daphne_server(tmp_path) as base_url:
-        yield base_url
 
 
 def test_the_counters_move_by_exactly_the_requests_sent(gateway, routed):

@@ -21,8 +21,7 @@ from prometheus_client.metrics import MetricWrapperBase
 from apps.limits.services import limits_set
 from apps.observability import metrics as gateway_metrics
 from tests.factories import create_api_key
-from tests.proxy.conftest import add_alias, add_provider_key
-from tests.servers import ROOT, daphne_server, free_port, until
+from tests.servers import ROOT, free_port, until
 
 DEPLOY = ROOT / "deploy" / "observability"
 ALERTS = DEPLOY / "alerts.yml"
@@ -90,19 +89,6 @@ def query(prometheus: str, expr: str) -> list[dict]:
 def scalar(prometheus: str, expr: str) -> float | None:
     result = query(prometheus, expr)
     return float(result[0]["value"][1]) if result else None
-
-
-@pytest.fixture
-def routed(organization, upstream):
-    add_provider_key(organization, upstream, secret="sk-upstream-prometheus")
-    add_alias(organization, "fast", ("openai", "gpt-4o-mini"))
-    return organization
-
-
-@pytest.fixture
-def gateway(tmp_path, routed):
-    with daphne_server(tmp_path) as base_url:
-        yield base_url
 
 
 @pytest.fixture

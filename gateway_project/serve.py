@@ -36,7 +36,7 @@ from twisted.internet import defer
 
 from apps.core import shutdown
 from gateway_project.access_log import AccessLog
-from gateway_project.server_processes import REUSEPORT_ADDRESS, endpoint_arguments, listening_socket
+from gateway_project.server_processes import REUSEPORT_ADDRESS, bound_socket, endpoint_arguments, start_listening
 
 logger = logging.getLogger("gateway_project.serve")
 
@@ -80,6 +80,9 @@ def _discard_access_line(factory: HTTPFactory, request) -> None:
 
 
 class DrainingServer(Server):
+    # Descriptors bound but not yet listening (``own_reuseport_socket``), listened on when serving.
+    listen_first: list[int] = []
+
     def __init__(self, *args, action_logger=None, **kwargs) -> None:
         if isinstance(action_logger, AccessLogGenerator):  # Daphne's, as its command line makes it
             from django.conf import settings
@@ -94,6 +97,8 @@ class DrainingServer(Server):
         self.ports = []
         skip_twisted_access_line()
         tune_the_collector()  # the application is imported by now: its objects are frozen
+        for descriptor in self.listen_first:
+            start_listening(descriptor)
         try:
             super().run()
         finally:
@@ -211,13 +216,17 @@ class GatewayCommandLine(CommandLineInterface):
 
 def own_reuseport_socket(arguments: list[str]) -> list[str]:
     """Under ``GATEWAY_SERVER_SOCKET=reuseport`` (gateway_project/server_processes.py), this process
-    opens its own listening socket on the supervisor's address and serves it. Its descriptor is
-    Daphne's from here on (Twisted adopts and closes it), no longer a Python socket's."""
+    binds its own socket on the supervisor's address and serves it. It listens only in
+    ``DrainingServer.run``, once the application is loaded: a socket listening while Django starts
+    would be handed its share of new connections and leave them waiting for seconds (the other
+    processes' sockets serve them meanwhile). Its descriptor is Daphne's from here on (Twisted adopts
+    and closes it), no longer a Python socket's."""
     address = os.environ.get(REUSEPORT_ADDRESS)
     if not address:
         return arguments
     host, _, port = address.rpartition(":")
-    descriptor = listening_socket(host, int(port), reuse_port=True).detach()
+    descriptor = bound_socket(host, int(port), reuse_port=True).detach()
+    DrainingServer.listen_first.append(descriptor)
     return [*endpoint_arguments(descriptor, host), *arguments]
 
 

@@ -89,19 +89,41 @@ def split_address(arguments: list[str]) -> tuple[str, int, list[str]]:
     return known.bind, known.port, rest
 
 
+LISTEN_BACKLOG = 2048
+
+
+def bound_socket(host: str, port: int, *, reuse_port: bool) -> socket.socket:
+    """A TCP socket bound to ``host:port`` but not listening yet: the kernel sends it no connection
+    until ``listen`` (a reuseport server process listens only once its application is loaded)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    bound = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        bound.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            bound.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if family == socket.AF_INET6:  # "::" takes IPv4 clients too, as Twisted's own listener does
+            bound.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0 if host == "::" else 1)
+        bound.bind((host, port))
+    except OSError:
+        bound.close()
+        raise
+    bound.set_inheritable(True)
+    return bound
+
+
 def listening_socket(host: str, port: int, *, reuse_port: bool) -> socket.socket:
-    if ":" in host:  # IPv6, and "::" takes IPv4 clients too, as Twisted's own listener does
-        listener = socket.create_server(
-            (host, port),
-            family=socket.AF_INET6,
-            backlog=2048,
-            reuse_port=reuse_port,
-            dualstack_ipv6=host == "::",
-        )
-    else:
-        listener = socket.create_server((host, port), backlog=2048, reuse_port=reuse_port)
-    listener.set_inheritable(True)
+    listener = bound_socket(host, port, reuse_port=reuse_port)
+    listener.listen(LISTEN_BACKLOG)
     return listener
+
+
+def start_listening(descriptor: int) -> None:
+    """``listen`` on a socket that ``bound_socket`` made and whose descriptor was handed on."""
+    bound = socket.socket(fileno=descriptor)
+    try:
+        bound.listen(LISTEN_BACKLOG)
+    finally:
+        bound.detach()  # the descriptor stays open: Daphne serves it
 
 
 def endpoint_arguments(fd: int, host: str) -> list[str]:

@@ -132,9 +132,10 @@ def in_threads(*calls) -> list[threading.Thread]:
 
 
 def refused(base_url: str) -> bool:
+    """Nothing answers ``/healthz`` yet (or any more): no listener, or one that does not serve."""
     try:
         httpx.get(f"{base_url}/healthz", timeout=2)
-    except httpx.ConnectError:
+    except (httpx.ConnectError, httpx.TimeoutException):
         return True
     return False
 

@@ -36,7 +36,12 @@ from twisted.internet import defer
 
 from apps.core import shutdown
 from gateway_project.access_log import AccessLog
-from gateway_project.server_processes import REUSEPORT_ADDRESS, bound_socket, endpoint_arguments, start_listening
+from gateway_project.server_processes import (
+    REUSEPORT_ADDRESS,
+    bound_socket,
+    endpoint_arguments,
+    start_listening,
+)
 
 logger = logging.getLogger("gateway_project.serve")
 

@@ -185,6 +185,8 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = "UTC"
+# One beat sends, however many run (gateway_project/beat.py): every node of `make run` starts one.
+CELERY_BEAT_SCHEDULER = "gateway_project.beat:SingleBeatScheduler"
 CELERY_BEAT_SCHEDULE = {
     "flush-expired-session-tokens": {
         "task": "apps.accounts.tasks.flush_expired_session_tokens",

@@ -7,7 +7,8 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export HOST PORT
 
-.PHONY: install run test lint typecheck format migrate admin worker clean bench chromium prometheus
+.PHONY: install run test lint typecheck format migrate admin worker clean bench chromium prometheus \
+	container-tools image-base image image-test
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -75,6 +76,45 @@ bench: install
 	@test -x $(BIN)/py-spy || $(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
 	$(BIN)/python -m bench.run
 	$(BIN)/python -m bench.writer
+
+# The container image (Dockerfile), built with podman (docs/deployment.md, "The image"). Where the
+# official python:3.11-slim-bookworm cannot be pulled (these machines reach no image registry), the
+# base is Debian bookworm with Python 3.11 made here with mmdebstrap: BASE_IMAGE=python:3.11-slim-bookworm
+# builds on the official one instead. podman, runc and mmdebstrap are installed when missing and we are
+# root; runc and cgroupfs because crun refuses this machine's cgroups (/etc/containers/containers.conf
+# is written only when there is none).
+IMAGE ?= localhost/llm-gateway:dev
+LOCAL_BASE := localhost/debian-python:bookworm
+BASE_IMAGE ?= $(LOCAL_BASE)
+CA_BUNDLE := /etc/ssl/certs/ca-certificates.crt
+
+container-tools:
+	@{ command -v podman && command -v mmdebstrap && command -v runc; } >/dev/null || { test "$$(id -u)" = 0 && \
+		{ apt-get install -y -q podman runc mmdebstrap >/dev/null 2>&1 || \
+		  { apt-get update -q >/dev/null && apt-get install -y -q podman runc mmdebstrap >/dev/null; }; }; } || \
+		{ echo "The image needs podman, runc and mmdebstrap: sudo apt-get install -y podman runc mmdebstrap"; exit 1; }
+	@test -e /etc/containers/containers.conf || { test "$$(id -u)" = 0 && mkdir -p /etc/containers && \
+		printf '[containers]\ndefault_ulimits = []\n\n[engine]\ncgroup_manager = "cgroupfs"\nruntime = "runc"\n' \
+		> /etc/containers/containers.conf; } || true
+
+image-base: container-tools
+	@if [ "$(BASE_IMAGE)" = "$(LOCAL_BASE)" ] && ! podman image exists $(LOCAL_BASE); then \
+		rootfs=$$(mktemp -d) && \
+		mmdebstrap --quiet --variant=minbase --include=python3,python3-venv,ca-certificates bookworm \
+			"$$rootfs/rootfs.tar" && \
+		podman import --quiet "$$rootfs/rootfs.tar" $(LOCAL_BASE) >/dev/null; status=$$?; \
+		rm -rf "$$rootfs"; exit $$status; \
+	fi
+
+image: image-base
+	podman build --quiet --format docker --network=host \
+		$$(test -f $(CA_BUNDLE) && echo "--volume=$(CA_BUNDLE):$(CA_BUNDLE):ro") \
+		--build-arg BASE_IMAGE=$(BASE_IMAGE) --tag $(IMAGE) .
+	@podman image inspect $(IMAGE) --format 'Image $(IMAGE): {{.Size}} bytes'
+
+# Builds the image and runs it against the local PostgreSQL and Redis (tests/image); .ci/run calls it.
+image-test: install image
+	GATEWAY_TEST_IMAGE=$(IMAGE) $(BIN)/python -m pytest tests/image
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

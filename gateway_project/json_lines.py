@@ -8,15 +8,18 @@ import time
 from datetime import UTC, datetime
 
 
+def json_line(logger: str, message: str, level: str = "INFO") -> str:
+    stamp = datetime.fromtimestamp(time.time(), UTC).isoformat(timespec="milliseconds")
+    entry = {"time": stamp.replace("+00:00", "Z"), "level": level, "logger": logger, "message": message}
+    return json.dumps(entry)
+
+
 def main() -> None:
     logger = sys.argv[1] if len(sys.argv) > 1 else "gateway"
     for line in sys.stdin:
         message = line.rstrip("\n")
-        if not message.strip():
-            continue
-        stamp = datetime.fromtimestamp(time.time(), UTC).isoformat(timespec="milliseconds")
-        entry = {"time": stamp.replace("+00:00", "Z"), "level": "INFO", "logger": logger, "message": message}
-        print(json.dumps(entry), flush=True)
+        if message.strip():
+            print(json_line(logger, message), flush=True)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ import subprocess
 import sys
 import time
 
+from gateway_project.json_lines import json_line
+
 MAX_PROCESSES = 64
 MAX_RESTARTS = 5
 RESTART_DELAY = 1.0
@@ -220,15 +222,12 @@ class Supervisor:
                 if self.stopping:
                     status = status or _exit_status(code)
                     continue
-                print(
+                say(
                     f"Server process {slot} (pid {process.pid}) exited with status {code}; starting it again",
-                    file=sys.stderr,
-                    flush=True,
+                    level="WARNING",
                 )
                 if self._too_many_restarts(slot):
-                    print(
-                        f"Server process {slot} keeps exiting; stopping them all", file=sys.stderr, flush=True
-                    )
+                    say(f"Server process {slot} keeps exiting; stopping them all", level="ERROR")
                     self.stopping = True
                     status = 1
                     continue
@@ -256,15 +255,23 @@ def main(arguments: list[str]) -> int:
             os.execv(sys.executable, [sys.executable, "-m", "gateway_project.serve", *arguments])  # noqa: S606
         host, port, rest = split_address(arguments)
     except ConfigurationError as error:
-        print(error, file=sys.stderr)
+        say(str(error), level="ERROR")
         return 2
     try:
         supervisor = Supervisor(count, mode, host, port, rest)
     except OSError as error:
-        print(f"Cannot listen on {host}:{port}: {error.strerror}", file=sys.stderr)
+        say(f"Cannot listen on {host}:{port}: {error.strerror}", level="ERROR")
         return 1
-    print(f"{count} server processes on {host}:{port} ({mode} socket)", file=sys.stderr, flush=True)
+    say(f"{count} server processes on {host}:{port} ({mode} socket)")
     return supervisor.run()
+
+
+def say(message: str, level: str = "INFO") -> None:
+    """The supervisor's own lines, on stderr: JSON too with ``GATEWAY_LOG_FORMAT=json`` (it loads no
+    Django, so not through its logging)."""
+    if os.environ.get("GATEWAY_LOG_FORMAT") == "json":
+        message = json_line("gateway_project.server_processes", message, level)
+    print(message, file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -7,14 +7,16 @@ from rest_framework.test import APIClient
 from tests.factories import PASSWORD, MembershipFactory, TeamFactory, create_api_key
 from tests.secret_scan import _secret_scan, pytest_runtest_teardown  # noqa: F401 (the run's secret scan)
 
+# Run only when the command line names them, each in a process of its own: the browser tests
+# (tests/e2e/conftest.py says why) and the container image's (`make image-test`: minutes of build).
+OWN_RUNS = (Path(__file__).parent / "e2e", Path(__file__).parent / "image")
+
 
 def pytest_ignore_collect(collection_path, config):
-    """The browser tests (tests/e2e) run only when the command line names them: they need their own
-    process (tests/e2e/conftest.py)."""
-    e2e = Path(__file__).parent / "e2e"
-    if collection_path == e2e or e2e in collection_path.parents:
-        named = [Path(arg.split("::")[0]).resolve() for arg in config.args]
-        return not any(path == e2e or e2e in path.parents for path in named)
+    for own in OWN_RUNS:
+        if collection_path == own or own in collection_path.parents:
+            named = [Path(arg.split("::")[0]).resolve() for arg in config.args]
+            return not any(path == own or own in path.parents for path in named)
     return None
 
 

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The image's entrypoint: its command's first word is the role (docs/deployment.md, "The image").
+#
+#   server        the proxy, the management API and the console: WEB_CONCURRENCY Daphne processes on
+#                 $HOST:$PORT (0.0.0.0:8000), draining on SIGTERM, each writing the spool
+#   worker        a Celery worker (background tasks; it also ingests this container's spool)
+#   beat          Celery beat: run one (several may start: only the lease holder sends, gateway_project/beat.py)
+#   ingest        writes the spool of the servers beside it to the database (same GATEWAY_OUTBOX_DIR)
+#   migrate       the database's migrations, then the first organization and admin when there is none
+#   manage ...    any manage.py command
+#   anything else runs as given (a shell, say)
+#
+# Configuration is the environment only; every secret may come as NAME_FILE (gateway_project/env.py).
+# Each role is `exec`ed: it is the container's process 1 and receives the stop signal itself.
+set -euo pipefail
+cd /opt/gateway/app
+
+requires() {
+    local name
+    for name in "$@"; do
+        if [[ -z ${!name:-} && -z $(printenv "${name}_FILE" || true) ]]; then
+            echo "gateway: the $role role needs $name (or ${name}_FILE); docs/deployment.md lists the settings" >&2
+            exit 2
+        fi
+    done
+}
+
+role=${1:-server}
+[[ $# -gt 0 ]] && shift
+case $role in
+    server)
+        # A container has its own database and secret only by mistake: refuse rather than start one
+        # that loses what it holds with its container (and differs from its replicas).
+        requires DATABASE_URL SECRET_KEY
+        exec python -m gateway_project.server_processes -b "${HOST:-0.0.0.0}" -p "${PORT:-8000}" \
+            "$@" gateway_project.asgi:application
+        ;;
+    worker)
+        requires DATABASE_URL SECRET_KEY
+        exec celery -A gateway_project worker --loglevel "${CELERY_LOG_LEVEL:-INFO}" \
+            --concurrency "${CELERY_CONCURRENCY:-2}" "$@"
+        ;;
+    beat)
+        requires DATABASE_URL SECRET_KEY
+        exec celery -A gateway_project beat --loglevel "${CELERY_LOG_LEVEL:-INFO}" \
+            --schedule "${GATEWAY_DATA_DIR}/celerybeat-schedule" "$@"
+        ;;
+    ingest)
+        requires DATABASE_URL SECRET_KEY
+        exec python manage.py outbox_ingest "$@"
+        ;;
+    migrate)
+        requires DATABASE_URL SECRET_KEY
+        python manage.py migrate --noinput "$@"
+        exec python manage.py bootstrap_admin
+        ;;
+    manage)
+        exec python manage.py "$@"
+        ;;
+    *)
+        exec "$role" "$@"
+        ;;
+esac

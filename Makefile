@@ -8,7 +8,7 @@ PORT ?= 8000
 export HOST PORT
 
 .PHONY: install run test lint typecheck format migrate admin worker clean bench chromium prometheus \
-	container-tools image-base image image-test
+	haproxy container-tools image-base image image-test
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,7 +46,7 @@ format: install
 
 # The suite on every core (a test module stays on one worker, with its live servers), then the
 # browser tests in their own process (tests/e2e/conftest.py says why).
-test: lint typecheck chromium prometheus
+test: lint typecheck chromium prometheus haproxy
 	$(BIN)/python -m pytest -n auto --dist loadfile
 	$(BIN)/python -m pytest tests/e2e
 
@@ -67,6 +67,14 @@ prometheus:
 		  { apt-get update -q >/dev/null && \
 		    apt-get install -y -q --no-install-recommends prometheus >/dev/null; }; }; } || \
 		{ echo "The Prometheus tests need Debian's prometheus: sudo apt-get install -y prometheus"; exit 1; }
+
+# Debian's haproxy for tests/test_two_nodes.py (two gateway nodes behind a local balancer); installed
+# when missing and we are root. The tests start it themselves, on a free loopback port.
+haproxy:
+	@command -v haproxy >/dev/null || { test "$$(id -u)" = 0 && \
+		{ apt-get install -y -q --no-install-recommends haproxy >/dev/null 2>&1 || \
+		  { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends haproxy >/dev/null; }; }; } || \
+		{ echo "The two-node tests need Debian's haproxy: sudo apt-get install -y haproxy"; exit 1; }
 
 # The gateway's overhead against a zero-latency upstream (bench/run.py): prints a table and rewrites
 # the generated block of docs/benchmarks.md. Eight to nine minutes with the start-up, memory and soak

@@ -51,8 +51,8 @@ case $role in
         ;;
     migrate)
         requires DATABASE_URL SECRET_KEY
-        python manage.py migrate --noinput "$@"
-        exec python manage.py bootstrap_admin
+        # prepare: one at a time across every node (a lock in PostgreSQL); the static files are the image's.
+        exec python manage.py prepare --no-static "$@"
         ;;
     manage)
         exec python manage.py "$@"

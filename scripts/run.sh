@@ -40,7 +40,9 @@ trap 'stop; exit 0' INT TERM
 trap 'if [[ -z $stopping ]]; then stop; fi' EXIT
 
 # At a lower CPU priority: on a laptop the requests come first, the log and the tasks after.
+# Named by its process id too: two nodes of one deployment on one host stay two workers to the broker.
 nice -n 10 "$BIN/celery" -A gateway_project "${celery_quiet[@]}" worker --beat-thread --pool solo \
+    --hostname "gateway-$$@%h" \
     --schedule "$DATA_DIR/celerybeat-schedule" --loglevel "${CELERY_LOG_LEVEL:-WARNING}" \
     > >(as_log gateway.worker) &  # what Celery prints (not logs) as it stops
 worker=$!

@@ -7,7 +7,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from cryptography.fernet import Fernet
+from django.db import connection
+
+from apps.accounts.models import User
+from apps.organizations.models import Organization
+from tests.servers import subprocess_env
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV_TO_DROP = (
@@ -182,3 +188,29 @@ def test_prepare_migrates_makes_the_first_admin_and_collects_static_files_only_w
     assert manage("prepare", env=env).returncode == 0
     assert manifest.stat().st_mtime_ns != collected_at
     assert stamp.read_text() != "what a different set of files would hash to"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_nodes_preparing_at_once_on_one_postgresql_make_one_first_owner_and_all_start(tmp_path):
+    """Nodes started together (a rollout, compose's replicas, the image's migrate beside `make run`)
+    prepare one at a time: without the lock both found no organization, both created the first owner,
+    and one node stopped on the unique address."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the lock is PostgreSQL's; the embedded SQLite file is one node's")
+    preparing = [
+        subprocess.Popen(
+            [sys.executable, "manage.py", "prepare", "--no-static"],
+            cwd=ROOT,
+            env=subprocess_env(tmp_path / f"node-{n}"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(3)
+    ]
+    outputs = [process.communicate(timeout=120) for process in preparing]
+    assert [process.returncode for process in preparing] == [0, 0, 0], outputs
+    assert sum("Created organization" in stdout for stdout, _ in outputs) == 1
+    assert Organization.objects.count() == 1
+    assert User.objects.filter(email="admin@example.com").count() == 1
+    assert not any((tmp_path / f"node-{n}" / "staticfiles").exists() for n in range(3))

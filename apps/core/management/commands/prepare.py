@@ -12,12 +12,14 @@ file that was removed stays collected until ``manage.py collectstatic --clear``.
 """
 
 import hashlib
+from contextlib import contextmanager
 from pathlib import Path
 
 from django.conf import settings
 from django.contrib.staticfiles import finders
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
+from django.db import connection
 
 from apps.core.preparation import run_steps
 
@@ -35,16 +37,51 @@ class Command(BaseCommand):
         "changed and clears stopped processes' metrics: what `make run` does before it serves."
     )
 
-    def handle(self, *args, **options):
+    def add_arguments(self, parser) -> None:
+        parser.add_argument(
+            "--no-static",
+            action="store_true",
+            help="leave the static files alone (the container image collects them when it is built)",
+        )
+
+    def handle(self, *args, no_static: bool = False, **options):
         verbosity = options["verbosity"]
-        call_command("migrate", interactive=False, verbosity=max(0, verbosity - 1))
-        call_command("bootstrap_admin", verbosity=verbosity)
-        stamp = static_files_stamp()
-        root = Path(settings.STATIC_ROOT)
-        if static_files_changed(root, stamp):
-            call_command("collectstatic", interactive=False, verbosity=max(0, verbosity - 1))
-            _stamp_path(root).write_text(stamp)
+        with one_at_a_time():
+            call_command("migrate", interactive=False, verbosity=max(0, verbosity - 1))
+            call_command("bootstrap_admin", verbosity=verbosity)
+        if not no_static:
+            collect_static_files_if_changed(verbosity)
         run_steps()  # the apps' own (apps/core/preparation.py): the metrics of stopped processes
+
+
+# Any constant: the advisory lock's number, the same in every process of every node.
+PREPARE_LOCK = 0x6761_7465_7761_7900
+
+
+@contextmanager
+def one_at_a_time():
+    """Nodes started together on one PostgreSQL (a rollout, a compose file's replicas) prepare one after
+    the other: two at once would both find no organization and both create the first owner (one failing
+    on the unique address and stopping its node), and would run the same migrations side by side. A
+    session advisory lock, held until the block ends; SQLite is one node's own file."""
+    if connection.vendor != "postgresql":
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(%s)", [PREPARE_LOCK])
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [PREPARE_LOCK])
+
+
+def collect_static_files_if_changed(verbosity: int) -> None:
+    stamp = static_files_stamp()
+    root = Path(settings.STATIC_ROOT)
+    if static_files_changed(root, stamp):
+        call_command("collectstatic", interactive=False, verbosity=max(0, verbosity - 1))
+        _stamp_path(root).write_text(stamp)
 
 
 def static_files_stamp() -> str:

@@ -56,3 +56,38 @@ def test_the_ingest_writes_what_the_server_spooled(host, organization, upstream,
             ingest.wait(20)
 
     assert set(map(str, AuditEntry.objects.values_list("id", flat=True))) == set(request_ids)
+
+
+def test_the_ingest_process_writes_what_was_sealed_as_it_stops(organization, upstream, tmp_path):
+    """A pod's or a container's ingest is stopped right after its server, which sealed its spool as it
+    drained: the ingest's SIGTERM runs one last round, so nothing waits on the volume for a pod that
+    may never come back. Its rounds are an hour apart here: only the last one can write them."""
+    add_provider_key(organization, upstream)
+    add_alias(organization, "fast", ("openai", "gpt-4o-mini"))
+    _, secret = create_api_key(organization)
+    env = {"GATEWAY_OUTBOX_DIR": str(tmp_path / "outbox")}
+    ingest = subprocess.Popen(
+        [sys.executable, "manage.py", "outbox_ingest", "--interval", "3600"],
+        cwd=ROOT,
+        env=subprocess_env(tmp_path, **env),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert ingest.stdout.readline().startswith("Ingesting")  # its first round, of nothing, is done
+        with daphne_server(tmp_path, **env) as base_url:
+            request_ids = [
+                httpx.post(
+                    f"{base_url}/v1/chat/completions",
+                    json={"model": "fast", "messages": [{"role": "user", "content": "hi"}]},
+                    headers={"Authorization": f"Bearer {secret}"},
+                ).headers["x-gateway-request-id"]
+                for _ in range(5)
+            ]
+        ingest.terminate()
+        assert ingest.wait(30) == 0
+    finally:
+        if ingest.poll() is None:
+            ingest.kill()
+            ingest.wait(10)
+    assert set(map(str, AuditEntry.objects.values_list("id", flat=True))) == set(request_ids)

@@ -76,3 +76,32 @@ def test_only_the_holders_scheduler_sends(redis_server, client, tmp_path):
         holder.close()
         waiter.close()
     assert client.get(holder.lease.key) is None, "the holder gave the lead away as it closed"
+
+
+def test_a_beat_taking_the_lead_starts_from_the_runs_its_predecessor_recorded(client, redis_server, tmp_path):
+    """The new holder's own copy of the schedule is stale (it last led two hours ago): it must not send
+    the hourly task again that its predecessor sent a moment ago."""
+    app = Celery("beat-test", broker=redis_server.url)
+    app.conf.beat_schedule = {"hourly": {"task": "beat_test.hourly", "schedule": timedelta(hours=1)}}
+    first, second = (
+        SingleBeatScheduler(app=app, schedule_filename=str(tmp_path / name), lazy=False) for name in "ab"
+    )
+    first.lease, second.lease = BeatLease(client, "node-a:1:x"), BeatLease(client, "node-b:1:y")
+    try:
+        first.schedule["hourly"].last_run_at = app.now() - timedelta(hours=2)
+        first._heap = None
+        first.tick()
+        assert client.llen("celery") == 1, "the first holder sent the overdue task"
+
+        second.schedule["hourly"].last_run_at = app.now() - timedelta(hours=2)
+        second._heap = None
+        second.tick()
+        first.close()  # gives the lead away
+        second._next_look = 0.0  # its next look at the lease is now
+        for _ in range(3):
+            second.tick()
+        assert second.lease.held
+        assert client.llen("celery") == 1, "the new holder sent the task its predecessor had just sent"
+        assert second.schedule["hourly"].last_run_at > app.now() - timedelta(minutes=1)
+    finally:
+        second.close()

@@ -52,7 +52,7 @@ CHAT = {"model": "fast", "messages": [{"role": "user", "content": "hi"}], "max_t
 CLIENT_ADDRESS = "127.0.0.3"
 # A proxied request's access line names its request id.
 REQUEST_ID = re.compile(r"\brequest_id=(\S+)")
-BEAT = re.compile(r"Beat: (\S+):(\d+) (leads|waits)")
+BEAT = re.compile(r"Beat: (\S+):(\d+):\w+ (leads|waits)")
 
 
 class Node(Gateway):
@@ -238,7 +238,7 @@ def test_both_nodes_run_beat_and_one_leads(deployment):
     assert until(lambda: all(said()), 30), [node.output()[-2000:] for node in nodes]
     holder = sync_client().get(redis_key("beat", "leader"))
     assert holder is not None
-    host, pid = holder.decode().rsplit(":", 1)
+    host, pid, _ = holder.decode().rsplit(":", 2)
     leaders = [node for node in nodes if os.getsid(int(pid)) == node.process.pid]
     assert len(leaders) == 1, (holder, [node.process.pid for node in nodes])
     (leader,) = leaders

@@ -8,6 +8,7 @@
 #   ingest        writes the spool of the servers beside it to the database (same GATEWAY_OUTBOX_DIR)
 #   migrate       the database's migrations, then the first organization and admin when there is none
 #   manage ...    any manage.py command
+#   healthcheck   the image's HEALTHCHECK: a server answers /healthz; another role's process is alive
 #   anything else runs as given (a shell, say)
 #
 # Configuration is the environment only; every secret may come as NAME_FILE (gateway_project/env.py).
@@ -27,6 +28,9 @@ requires() {
 
 role=${1:-server}
 [[ $# -gt 0 ]] && shift
+# Celery's banner is text: with JSON logs (the image's default) only its log lines are printed.
+celery_quiet=()
+[[ ${GATEWAY_LOG_FORMAT:-text} == json ]] && celery_quiet=(--quiet)
 case $role in
     server)
         # A container has its own database and secret only by mistake: refuse rather than start one
@@ -37,12 +41,14 @@ case $role in
         ;;
     worker)
         requires DATABASE_URL SECRET_KEY
-        exec celery -A gateway_project worker --loglevel "${CELERY_LOG_LEVEL:-INFO}" \
-            --concurrency "${CELERY_CONCURRENCY:-2}" "$@"
+        # A name of its own on the broker, even beside another worker on one host's network.
+        exec celery -A gateway_project "${celery_quiet[@]}" worker --loglevel "${CELERY_LOG_LEVEL:-INFO}" \
+            --concurrency "${CELERY_CONCURRENCY:-2}" \
+            --hostname "${CELERY_WORKER_NAME:-gateway-$(head -c 4 /dev/urandom | od -An -tx1 | tr -d ' \n')@%h}" "$@"
         ;;
     beat)
         requires DATABASE_URL SECRET_KEY
-        exec celery -A gateway_project beat --loglevel "${CELERY_LOG_LEVEL:-INFO}" \
+        exec celery -A gateway_project "${celery_quiet[@]}" beat --loglevel "${CELERY_LOG_LEVEL:-INFO}" \
             --schedule "${GATEWAY_DATA_DIR}/celerybeat-schedule" "$@"
         ;;
     ingest)
@@ -56,6 +62,13 @@ case $role in
         ;;
     manage)
         exec python manage.py "$@"
+        ;;
+    healthcheck)
+        # Process 1 is the role (each is exec'ed): only a server has /healthz to ask.
+        if tr '\0' ' ' < /proc/1/cmdline | grep -q 'gateway_project\.server_processes\|gateway_project\.serve'; then
+            exec python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:${PORT:-8000}/healthz', timeout=2)"
+        fi
+        kill -0 1
         ;;
     *)
         exec "$role" "$@"

@@ -21,7 +21,7 @@ as_log() {
 }
 celery_quiet=()
 [[ ${GATEWAY_LOG_FORMAT:-text} == json ]] && celery_quiet=(--quiet)  # no banner: it is not JSON
-"$BIN/python" manage.py prepare | as_log gateway.prepare
+"$BIN/python" manage.py prepare  # JSON lines itself with GATEWAY_LOG_FORMAT=json (manage.py)
 
 server="" worker="" stopping=""
 stop() {

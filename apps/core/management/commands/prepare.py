@@ -12,6 +12,8 @@ file that was removed stays collected until ``manage.py collectstatic --clear``.
 """
 
 import hashlib
+import logging
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -19,13 +21,15 @@ from django.conf import settings
 from django.contrib.staticfiles import finders
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
-from django.db import connection
+from django.db import DatabaseError, connection
 
 from apps.core.preparation import run_steps
 
 MANIFEST = "staticfiles.json"  # written by the manifest storage
 STAMP_SUFFIX = ".stamp"  # what was collected: beside STATIC_ROOT, where it is not served
 IGNORED = ["CVS", ".*", "*~"]  # collectstatic's default ignore patterns
+
+logger = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
@@ -63,17 +67,36 @@ def one_at_a_time():
     """Nodes started together on one PostgreSQL (a rollout, a compose file's replicas) prepare one after
     the other: two at once would both find no organization and both create the first owner (one failing
     on the unique address and stopping its node), and would run the same migrations side by side. A
-    session advisory lock, held until the block ends; SQLite is one node's own file."""
+    session advisory lock, held until the block ends (PostgreSQL drops it with a holder that dies);
+    SQLite is one node's own file. Through PgBouncer's transaction mode a session lock does not work:
+    run the migrations on a direct connection."""
     if connection.vendor != "postgresql":
         yield
         return
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_lock(%s)", [PREPARE_LOCK])
+    waited = 0.0
+    while not _try_lock():
+        if waited % LOCK_REPORT_SECONDS == 0:
+            logger.info("Waiting for another node's prepare (migrations, first owner) to finish")
+        time.sleep(LOCK_POLL_SECONDS)
+        waited += LOCK_POLL_SECONDS
     try:
         yield
     finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s)", [PREPARE_LOCK])
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [PREPARE_LOCK])
+        except DatabaseError:  # a broken connection: the lock went with its session
+            pass
+
+
+LOCK_POLL_SECONDS = 0.5
+LOCK_REPORT_SECONDS = 10.0
+
+
+def _try_lock() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [PREPARE_LOCK])
+        return bool(cursor.fetchone()[0])
 
 
 def collect_static_files_if_changed(verbosity: int) -> None:

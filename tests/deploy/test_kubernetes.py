@@ -11,7 +11,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-MANIFESTS = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
+REPOSITORY = Path(__file__).resolve().parents[2]
+MANIFESTS = REPOSITORY / "deploy" / "kubernetes"
 NOT_RESOURCES = ("kustomization.yaml", "secret.example.yaml")
 # The oldest Kubernetes the manifests need (native sidecars: 1.29) and the newest with schemas here.
 VERSIONS = ("1.29", kubernetes_validate.latest_version())
@@ -124,6 +125,35 @@ def selects(selector: dict, labels: dict) -> bool:
     return all(labels.get(key) == value for key, value in selector.items())
 
 
+def label_selector_selects(selector: str, labels: dict) -> bool:
+    """kubectl's `-l` selector (`k=v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`) on labels."""
+    for requirement in re.split(r",(?![^()]*\))", selector):
+        requirement = requirement.strip()
+        if match := re.fullmatch(r"(\S+?)\s+(in|notin)\s*\(([^)]*)\)", requirement):
+            key, operator, values = match.groups()
+            inside = labels.get(key) in {value.strip() for value in values.split(",")}
+            if inside != (operator == "in"):
+                return False
+        elif match := re.fullmatch(r"(\S+?)\s*(!=|==|=)\s*(\S+)", requirement):
+            key, operator, value = match.groups()
+            if (labels.get(key) == value) != (operator != "!="):
+                return False
+        elif requirement.startswith("!"):
+            if requirement[1:].strip() in labels:
+                return False
+        elif requirement not in labels:
+            return False
+    return True
+
+
+def source_constant(relative: str, name: str) -> str:
+    """A module-level constant's literal, read from the repository's source (no Django set-up)."""
+    text = (REPOSITORY / relative).read_text()
+    match = re.search(rf"^{name}\s*=\s*(.+?)$", text, re.MULTILINE)
+    assert match, f"{relative} defines no {name}"
+    return match.group(1)
+
+
 # --- The files and the schemas -----------------------------------------------------------------------
 
 
@@ -221,29 +251,31 @@ def test_the_ingest_is_a_native_sidecar_on_the_servers_spool():
 
 
 def test_the_drain_and_the_last_ingest_round_fit_in_the_grace_period():
-    """SIGKILL must not come before the server's drain (GATEWAY_SHUTDOWN_GRACE_SECONDS) and the
-    sidecar's last round after it (10 s at least)."""
+    """SIGKILL must not come before the server's drain (GATEWAY_SHUTDOWN_GRACE_SECONDS), the time it
+    then gives the requests it cuts (CUT_SECONDS, gateway_project/serve.py) and the sidecar's last
+    round after it (10 s at least)."""
     pod = pod_spec(server())
     grace = float(environment(container(pod, "server"))["GATEWAY_SHUTDOWN_GRACE_SECONDS"])
-    assert pod["terminationGracePeriodSeconds"] >= grace + 10
+    cut = float(source_constant("gateway_project/serve.py", "CUT_SECONDS"))
+    assert pod["terminationGracePeriodSeconds"] >= grace + cut + 10
     assert "lifecycle" not in container(pod, "server"), "the drain is on SIGTERM; see the comment"
 
 
 def test_the_probes_ask_the_right_questions_on_the_serving_port():
     """Readiness is /readyz (database, Redis, spool backlog); liveness and start-up are /healthz (no
-    dependency: an outage must not restart every pod), on the port the server listens on, with a
-    Host Django accepts, and patient enough not to kill a slow start or a busy process."""
+    dependency: an outage must not restart every pod), on the port the server listens on, and
+    patient enough not to kill a slow start or a busy process. Both paths are answered by the health
+    app before Django (gateway_project/asgi.py): no Host needs to be in ALLOWED_HOSTS."""
     serving = container(pod_spec(server()), "server")
     env = environment(serving)
     probes = {kind: serving[kind] for kind in ("readinessProbe", "livenessProbe", "startupProbe")}
     assert probes["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert probes["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert probes["startupProbe"]["httpGet"]["path"] == "/healthz"
-    allowed_hosts = env["ALLOWED_HOSTS"].split(",")
+    answered_before_django = re.findall(r'"([^"]+)"', source_constant("gateway_project/health.py", "PROBES"))
     for kind, probe in probes.items():
         assert port_number(serving, probe["httpGet"]["port"]) == int(env["PORT"]) == 8000, kind
-        (host,) = [h["value"] for h in probe["httpGet"]["httpHeaders"] if h["name"] == "Host"]
-        assert host in allowed_hosts, f"{kind}: Django would answer 400 to Host {host}"
+        assert probe["httpGet"]["path"] in answered_before_django, f"{kind}: Django would check its Host"
     startup, liveness = probes["startupProbe"], probes["livenessProbe"]
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 30, "Django starts in ~5-10 s"
     assert liveness["failureThreshold"] >= 3
@@ -256,10 +288,21 @@ def test_one_server_process_per_pod_and_no_cpu_limit_in_its_pod():
     pod = pod_spec(server())
     serving = container(pod, "server")
     assert environment(serving)["WEB_CONCURRENCY"] == "1"
-    assert serving["resources"]["requests"] == {"cpu": "1", "memory": "512Mi"}
+    assert serving["resources"]["requests"] == {"cpu": "1", "memory": "512Mi", "ephemeral-storage": "1Gi"}
     assert serving["resources"]["limits"] == {"memory": "1Gi"}
     for c in containers(pod):
         assert "cpu" not in c["resources"].get("limits", {}), c["name"]
+
+
+def test_the_servers_tmp_holds_a_dozen_big_bodies():
+    """Twisted writes request bodies of 100 KB or more (and chunked ones) to temporary files in /tmp:
+    a dozen bodies of GATEWAY_MAX_BODY_BYTES (20 MiB by default) at once must not get the pod evicted
+    for exceeding its /tmp emptyDir, and the pod requests that room from the node."""
+    pod = pod_spec(server())
+    serving = container(pod, "server")
+    tmp = volume(pod, mount_of(serving, "/tmp")["name"])["emptyDir"]
+    assert quantity(tmp["sizeLimit"]) >= 12 * 20 * 2**20
+    assert quantity(serving["resources"]["requests"]["ephemeral-storage"]) >= quantity(tmp["sizeLimit"])
 
 
 def test_the_service_reaches_the_servers_on_port_80():
@@ -312,6 +355,29 @@ def test_the_workers_and_the_migrations():
     assert 0 < job["backoffLimit"] <= 6 and job["ttlSecondsAfterFinished"] > 0
 
 
+def test_the_first_install_applies_what_the_migrate_job_needs():
+    """Step 3 of README.md (and migrate-job.yaml's header) applies the Job alone with its needs, by
+    label: the ServiceAccount its pod runs as and the ConfigMaps it reads must be selected too (else
+    the pod is refused and `kubectl wait` times out), and no server, worker or beat (the release
+    rolls out only after the migrations)."""
+    command = r"kubectl (?:-n \$NS )?apply -k deploy/kubernetes -l '([^']+)'"
+    found = {
+        filename: re.findall(command, (MANIFESTS / filename).read_text())
+        for filename in ("README.md", "migrate-job.yaml")
+    }
+    assert all(len(selectors) == 1 for selectors in found.values()), found
+    ((selector,),) = set(map(tuple, found.values()))
+    job = find("Job", "llm-gateway-migrate")
+    pod = pod_spec(job)
+    needed = [job, find("ServiceAccount", pod["serviceAccountName"])]
+    needed += [find("ConfigMap", s["configMapRef"]["name"]) for c in containers(pod) for s in c["envFrom"]]
+    for o in needed:
+        assert label_selector_selects(selector, o["metadata"]["labels"]), f"{o['kind']} not applied"
+    for o in workloads():
+        if o is not job:
+            assert not label_selector_selects(selector, o["metadata"]["labels"]), o["metadata"]["name"]
+
+
 @pytest.mark.parametrize(
     ("name", "cpu", "memory"),
     [
@@ -321,7 +387,8 @@ def test_the_workers_and_the_migrations():
     ],
 )
 def test_the_measured_requests(name, cpu, memory):
-    """Requests from what the processes were measured to use (a worker idles at ~226 MiB)."""
+    """Requests from what the processes were measured to use (a worker pod: a prefork parent of
+    ~120 MiB and two children of ~97 MiB RSS, mostly shared)."""
     _, c = named(name)
     assert c["resources"]["requests"] == {"cpu": cpu, "memory": memory}
 

@@ -9,8 +9,12 @@ that answered. With ``GATEWAY_METRICS_TOKEN`` set, a scrape must send ``Authoriz
 """
 
 import asyncio
+import glob
 import hmac
+import json
+import logging
 import os
+import struct
 import threading
 import time
 from pathlib import Path
@@ -25,10 +29,13 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from apps.observability.metrics import PREFIX
 from apps.outbox import spool
+
+logger = logging.getLogger(__name__)
 
 _READ_CHUNK = 1 << 20
 # The classic text format, which every Prometheus reads (what generate_latest writes).
@@ -94,9 +101,45 @@ class OutboxCollector:
 _outbox = OutboxCollector(Path(settings.GATEWAY_OUTBOX_DIR))
 
 
+class SparingMultiProcessCollector(MultiProcessCollector):
+    """prometheus-client's sum over every process's files, leaving out a file it cannot read: one a
+    process is creating (empty for an instant), one a process killed as it created it left empty or
+    half-written for good, one deleted meanwhile. Its own collector raised on any of them: the scrape
+    answered 500, and for a file left half-made, every scrape after it."""
+
+    def collect(self):
+        files = [path for path in glob.glob(os.path.join(self._path, "*.db")) if _readable(path)]
+        return self.merge(files, accumulate=True)
+
+
+def _readable(path: str) -> bool:
+    try:
+        for key, *_ in MmapedDict.read_all_values_from_file(path):
+            json.loads(key)
+    except (OSError, struct.error, RuntimeError, UnicodeDecodeError, ValueError):
+        return False
+    return True
+
+
+# A file can still change between that look and the sum (a process creating one at that instant):
+# the scrape reads them all again, this many times, before it answers 503.
+EXPOSITION_ATTEMPTS = 3
+
+
 def exposition() -> bytes:
+    for attempt in range(EXPOSITION_ATTEMPTS):
+        try:
+            return _exposition()
+        except Exception:
+            if attempt == EXPOSITION_ATTEMPTS - 1:
+                raise
+            time.sleep(0.05)
+    raise AssertionError("unreachable")
+
+
+def _exposition() -> bytes:
     registry = CollectorRegistry(auto_describe=False)
-    MultiProcessCollector(registry, path=settings.GATEWAY_METRICS_DIR)
+    SparingMultiProcessCollector(registry, path=settings.GATEWAY_METRICS_DIR)
     registry.register(_outbox)
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
@@ -125,7 +168,12 @@ async def metrics_app(scope, receive, send) -> None:
         )
     else:
         # The files of every process, and the spool: read on a thread, never the event loop's.
-        body = await asyncio.to_thread(exposition)
+        try:
+            body = await asyncio.to_thread(exposition)
+        except Exception:
+            logger.warning("A scrape of /metrics failed; the next one reads the files again", exc_info=True)
+            await _answer(send, 503, b"The metrics could not be read; scrape again.\n", {"retry-after": "1"})
+            return
         await _answer(send, 200, body if scope["method"] == "GET" else b"", {}, TEXT_FORMAT)
 
 

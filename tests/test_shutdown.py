@@ -241,7 +241,9 @@ def test_past_the_grace_period_what_is_left_ends_with_a_503_or_the_error_event(
             thread.join(10)
         assert not session_alive(gateway.process.pid)
 
-    assert stopped_in < 15  # the grace, the cut, the worker's own stop: not the upstream's 5 s per event
+    # The grace (1 s), the cut (5 s) and the worker's own stop, with room for a loaded machine (CI saw
+    # 16 s with both cores busy): not the upstream's pace, which the 503 and the error event show too.
+    assert stopped_in < 30
     answer = results["chat"]
     assert answer.status_code == 503
     assert answer.json()["error"]["code"] == "server_shutting_down"

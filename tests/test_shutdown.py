@@ -50,6 +50,8 @@ class Gateway:
             CELERY_LOG_LEVEL="INFO",
             **env,
         )
+        # As `make run` is started by hand: the script finds its settings module by itself.
+        self.env.pop("DJANGO_SETTINGS_MODULE", None)
 
     def __enter__(self) -> "Gateway":
         self.log = open(self.log_path, "w+b")

@@ -10,6 +10,7 @@ threads a worker runs beside its tasks.
 
 import logging
 import os
+import warnings
 
 from celery import bootsteps
 from celery.signals import setup_logging
@@ -24,6 +25,11 @@ __all__ = ("app",)
 # into a process that needs none of them (40 MiB and seconds). The suite runs them
 # (tests/test_deployment.py), and `manage.py check` does on demand.
 os.environ.setdefault("CELERY_SKIP_CHECKS", "true")
+
+# Celery warns, in 7 lines, when its worker runs as root. Its concern is pickled task messages from an
+# untrusted broker, which the gateway never accepts (JSON only, CELERY_ACCEPT_CONTENT's default); the
+# image runs as uid 10001, and `make run` on a laptop as whoever starts it.
+warnings.filterwarnings("ignore", message="You're running the worker with superuser privileges")
 
 outbox_worker.connect()
 

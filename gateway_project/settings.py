@@ -482,6 +482,8 @@ LOGGING = {
         "httpcore": {"level": "WARNING"},
         "daphne": {"level": "WARNING"},
         "django.request": {"level": "ERROR"},
+        # "No hostname was supplied": kombu's note on the embedded file broker's URL, which has none.
+        "kombu.connection": {"level": "ERROR"},
     },
 }
 

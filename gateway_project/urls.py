@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from apps.core import views as core_views
@@ -34,6 +35,8 @@ api_v1 = [
 ]
 
 urlpatterns = [
+    # The address `make run` prints: the console is what a person opens it for.
+    path("", RedirectView.as_view(url="/console/", permanent=False)),
     path("api/v1/", include(api_v1)),
     re_path(r"^api/.*$", core_views.api_not_found),
     path("admin/", admin.site.urls),

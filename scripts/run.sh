@@ -19,14 +19,18 @@ mkdir -p "$DATA_DIR"
 as_log() {
     if [[ ${GATEWAY_LOG_FORMAT:-text} == json ]]; then "$BIN/python" -m gateway_project.json_lines "$1"; else cat; fi
 }
-celery_quiet=()
-[[ ${GATEWAY_LOG_FORMAT:-text} == json ]] && celery_quiet=(--quiet)  # no banner: it is not JSON
-"$BIN/python" manage.py prepare  # JSON lines itself with GATEWAY_LOG_FORMAT=json (manage.py)
+# Its report (the first owner and a generated password, on the first run only) is kept for the
+# banner below; its errors go to stderr at once, and stop the script.
+report=$("$BIN/python" manage.py prepare)
 
-server="" worker="" stopping=""
+server="" worker="" banner="" stopping=""
 stop() {
     stopping=1
     trap '' INT TERM  # a second Ctrl-C does not cut the drain short
+    if [[ -n $banner ]]; then
+        kill "$banner" 2>/dev/null || true
+        wait "$banner" 2>/dev/null || true
+    fi
     if [[ -n $server ]]; then
         kill -TERM "$server" 2>/dev/null || true
         wait "$server" 2>/dev/null || true
@@ -41,14 +45,13 @@ trap 'if [[ -z $stopping ]]; then stop; fi' EXIT
 
 # At a lower CPU priority: on a laptop the requests come first, the log and the tasks after.
 # Named by its process id too: two nodes of one deployment on one host stay two workers to the broker.
-nice -n 10 "$BIN/celery" -A gateway_project "${celery_quiet[@]}" worker --beat-thread --pool solo \
+# --quiet: no Celery banner (36 lines that pushed the address off the screen); its logs still show.
+nice -n 10 "$BIN/celery" -A gateway_project --quiet worker --beat-thread --pool solo \
     --hostname "gateway-$$@%h" \
     --schedule "$DATA_DIR/celerybeat-schedule" --loglevel "${CELERY_LOG_LEVEL:-WARNING}" \
     > >(as_log gateway.worker) &  # what Celery prints (not logs) as it stops
 worker=$!
 
-echo "Gateway on http://${HOST:-127.0.0.1}:${PORT:-8000}/ (admin console at /admin/, API docs at /api/v1/docs)" |
-    as_log gateway.run
 # Daphne is not told to read forwarded headers (it would believe X-Forwarded-For from anyone); the
 # gateway reads them from GATEWAY_TRUSTED_PROXIES only (gateway_project/client_address.py).
 # WEB_CONCURRENCY=N (N > 1, with REDIS_URL): N server processes on the one port, under a supervisor
@@ -56,6 +59,27 @@ echo "Gateway on http://${HOST:-127.0.0.1}:${PORT:-8000}/ (admin console at /adm
 "$BIN/python" -m gateway_project.server_processes -b "${HOST:-127.0.0.1}" -p "${PORT:-8000}" \
     gateway_project.asgi:application &
 server=$!
+
+# One banner, once the server listens (it does once its application is loaded): the address to open,
+# and what the first run made. Bash alone polls the port, so nothing of it outlives a stop.
+banner() {
+    local url="http://${HOST:-127.0.0.1}:${PORT:-8000}" probe=${HOST:-127.0.0.1} tries=600
+    [[ $probe == 0.0.0.0 || $probe == :: ]] && probe=127.0.0.1
+    until (exec 3<>"/dev/tcp/$probe/${PORT:-8000}") 2>/dev/null; do
+        ((--tries > 0)) || return 0
+        sleep 0.2
+    done
+    {
+        echo ""
+        echo "  The gateway is ready: $url/console/"
+        [[ -n $report ]] && sed 's/^/  /' <<<"$report"
+        echo "  OpenAI-compatible API: $url/v1   API docs: $url/api/v1/docs"
+        echo "  Ctrl-C stops it."
+        echo ""
+    } | as_log gateway.run
+}
+banner &
+banner=$!
 
 # Either one ending on its own (a crash, a port in use) stops the other; the status is the first's.
 status=0

@@ -1,19 +1,22 @@
 """How the gateway starts: production settings, the embedded default, and its Celery worker."""
 
 import os
+import re
+import signal
 import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from cryptography.fernet import Fernet
 from django.db import connection
 
 from apps.accounts.models import User
 from apps.organizations.models import Organization
-from tests.servers import subprocess_env
+from tests.servers import free_port, subprocess_env, until
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV_TO_DROP = (
@@ -214,3 +217,58 @@ def test_nodes_preparing_at_once_on_one_postgresql_make_one_first_owner_and_all_
     assert Organization.objects.count() == 1
     assert User.objects.filter(email="admin@example.com").count() == 1
     assert not any((tmp_path / f"node-{n}" / "staticfiles").exists() for n in range(3))
+
+
+def test_a_first_run_prints_one_banner_a_newcomer_can_sign_in_with_and_stops_cleanly(tmp_path):
+    """`make run` on nothing (SQLite, no settings, no DJANGO_SETTINGS_MODULE): one banner once the server
+    answers, with the console's address and the generated password, and none of the noise that pushed
+    it off the screen (migrations, Celery's banner and its warnings); the address leads to the console,
+    the password signs in, and SIGTERM stops it all with status 0 and no error."""
+    env = clean_env(tmp_path, GATEWAY_BIN_DIR=str(Path(sys.executable).parent))
+    del env["DJANGO_SETTINGS_MODULE"]
+    port = free_port()
+    env.update(HOST="127.0.0.1", PORT=str(port))
+    log_path = tmp_path / "run.log"
+    with open(log_path, "w+b") as log:
+        run = subprocess.Popen(
+            ["scripts/run.sh"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            assert until(lambda: b"Ctrl-C stops it." in log_path.read_bytes(), timeout=90), (
+                log_path.read_text()
+            )
+            output = log_path.read_text()
+            password = re.search(r"Generated password for admin@example.com: (\S+)", output).group(1)
+
+            assert f"The gateway is ready: http://127.0.0.1:{port}/console/" in output
+            opened = httpx.get(f"http://127.0.0.1:{port}/")
+            assert opened.status_code == 302 and opened.headers["location"] == "/console/"
+            signed_in = httpx.post(
+                f"http://127.0.0.1:{port}/api/v1/auth/login",
+                json={"email": "admin@example.com", "password": password},
+            )
+            assert signed_in.status_code == 200, signed_in.text
+
+            run.send_signal(signal.SIGTERM)
+            assert run.wait(60) == 0
+        finally:
+            if run.poll() is None:
+                os.killpg(run.pid, signal.SIGKILL)
+                run.wait(10)
+    output = log_path.read_text()
+    assert output.count("The gateway is ready") == 1
+    assert output.index("Generated password") > output.index("The gateway is ready")  # in the banner
+    for noise in (
+        "Applying ",
+        "[queues]",
+        "SecurityWarning",
+        "No hostname was supplied",
+        "Traceback",
+        "Unclosed",
+    ):
+        assert noise not in output, f"{noise!r} in the first run's output:\n{output}"

@@ -52,7 +52,8 @@ class Command(BaseCommand):
         verbosity = options["verbosity"]
         with one_at_a_time():
             call_command("migrate", interactive=False, verbosity=max(0, verbosity - 1))
-            call_command("bootstrap_admin", verbosity=verbosity)
+            # Says something only when it made the first owner (and the password, when generated).
+            call_command("bootstrap_admin", verbosity=max(0, verbosity - 1))
         if not no_static:
             collect_static_files_if_changed(verbosity)
         run_steps()  # the apps' own (apps/core/preparation.py): the metrics of stopped processes

@@ -34,7 +34,8 @@ class Command(BaseCommand):
         except InvalidRequest as error:  # the name, checked as the organization's input (inputs.py)
             raise CommandError(f"GATEWAY_ORG_NAME is refused: {error.message}") from error
         if result is None:
-            self.stdout.write("An organization exists already; nothing to do.")
+            if options["verbosity"] >= 1:  # `make run` asks with 0: nothing to say on every start
+                self.stdout.write("An organization exists already; nothing to do.")
             return
         org, user, generated_password = result
         self.stdout.write(self.style.SUCCESS(f"Created organization '{org.name}' with owner {user.email}."))
@@ -42,11 +43,11 @@ class Command(BaseCommand):
             self.stdout.write(
                 self.style.WARNING(
                     f"Generated password for {user.email}: {generated_password}\n"
-                    "It is shown only this once; change it in the admin console "
-                    f"(/admin/) or set GATEWAY_ADMIN_PASSWORD before the first run."
+                    "It is shown only this once: keep it, or set GATEWAY_ADMIN_PASSWORD before the "
+                    "first run."
                 )
             )
-        self.stdout.write("Sign in with POST /api/v1/auth/login or at /admin/.")
+        self.stdout.write("Sign in on the console (/console/), or with POST /api/v1/auth/login.")
 
 
 def _validate(password: str, email: str) -> None:

@@ -68,7 +68,13 @@ def organization_create(*, owner: User, data: Mapping) -> Organization:
 
 def organization_update(*, organization: Organization, data: Mapping) -> Organization:
     """Applies ``data`` (any of the fields of ``organization_check``, as a change names them)."""
-    changes = organization_check(data=data, partial=True)
+    changes = {
+        field: value
+        for field, value in organization_check(data=data, partial=True).items()
+        if getattr(organization, field) != value
+    }
+    if not changes:  # the same values again, or settings it does not know: nothing to write or reload
+        return organization
     for field, value in changes.items():
         setattr(organization, field, value)
     organization.save(update_fields=[*changes, "updated_at"])

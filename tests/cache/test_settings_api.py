@@ -1,6 +1,9 @@
 """The cache settings: the organization's under /api/v1/organizations/current, a team's on the team."""
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from apps.core.generations import local_generation
 from apps.organizations.selectors import organization_snapshot
@@ -101,8 +104,9 @@ def test_another_organizations_alias_is_not_an_embeddings_model_of_this_one(sess
     assert_error(response, 400, "validation_error")
 
 
-def test_unknown_settings_change_nothing(session_client):
+def test_unknown_settings_change_nothing(session_client, time_machine):
     before = session_client.get(URL).json()
+    time_machine.move_to(timezone.now() + timedelta(seconds=5))  # a write would show in updated_at
 
     response = session_client.patch(URL, {"settings": {"cache_size": 5}}, format="json")
 

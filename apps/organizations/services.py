@@ -68,11 +68,10 @@ def organization_create(*, owner: User, data: Mapping) -> Organization:
 
 def organization_update(*, organization: Organization, data: Mapping) -> Organization:
     """Applies ``data`` (any of the fields of ``organization_check``, as a change names them)."""
-    changes = {
-        field: value
-        for field, value in organization_check(data=data, partial=True).items()
-        if getattr(organization, field) != value
-    }
+    checked = organization_check(data=data, partial=True)
+    # Compared with the stored row, not the instance: the admin's form has set its fields already.
+    stored = Organization.objects.filter(pk=organization.pk).values(*checked).first() or {}
+    changes = {field: value for field, value in checked.items() if stored.get(field) != value}
     if not changes:  # the same values again, or settings it does not know: nothing to write or reload
         return organization
     for field, value in changes.items():

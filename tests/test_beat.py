@@ -50,13 +50,18 @@ def test_no_beat_sends_while_redis_does_not_answer(redis_server, client):
     assert not lease.renew()
 
 
-def test_only_the_holders_scheduler_sends(redis_server, client, tmp_path):
+def two_beats(redis_server, client, tmp_path, every: timedelta) -> tuple[Celery, SingleBeatScheduler, ...]:
+    """An app whose one task runs ``every`` so long, on a real broker, and two beats of it (a and b)."""
     app = Celery("beat-test", broker=redis_server.url)
-    app.conf.beat_schedule = {"ping": {"task": "beat_test.ping", "schedule": timedelta(seconds=1)}}
-    holder, waiter = (
-        SingleBeatScheduler(app=app, schedule_filename=str(tmp_path / name), lazy=False) for name in "ab"
-    )
-    holder.lease, waiter.lease = BeatLease(client, "node-a:1"), BeatLease(client, "node-b:1")
+    app.conf.beat_schedule = {"task": {"task": "beat_test.task", "schedule": every}}
+    beats = [SingleBeatScheduler(app=app, schedule_filename=str(tmp_path / n), lazy=False) for n in "ab"]
+    for name, beat in zip("ab", beats, strict=True):
+        beat.lease = BeatLease(client, f"node-{name}:1")
+    return app, *beats
+
+
+def test_only_the_holders_scheduler_sends(redis_server, client, tmp_path):
+    _, holder, waiter = two_beats(redis_server, client, tmp_path, every=timedelta(seconds=1))
     try:
         holder.lease.renew()
         deadline = time.monotonic() + 5
@@ -81,19 +86,14 @@ def test_only_the_holders_scheduler_sends(redis_server, client, tmp_path):
 def test_a_beat_taking_the_lead_starts_from_the_runs_its_predecessor_recorded(client, redis_server, tmp_path):
     """The new holder's own copy of the schedule is stale (it last led two hours ago): it must not send
     the hourly task again that its predecessor sent a moment ago."""
-    app = Celery("beat-test", broker=redis_server.url)
-    app.conf.beat_schedule = {"hourly": {"task": "beat_test.hourly", "schedule": timedelta(hours=1)}}
-    first, second = (
-        SingleBeatScheduler(app=app, schedule_filename=str(tmp_path / name), lazy=False) for name in "ab"
-    )
-    first.lease, second.lease = BeatLease(client, "node-a:1:x"), BeatLease(client, "node-b:1:y")
+    app, first, second = two_beats(redis_server, client, tmp_path, every=timedelta(hours=1))
     try:
-        first.schedule["hourly"].last_run_at = app.now() - timedelta(hours=2)
+        first.schedule["task"].last_run_at = app.now() - timedelta(hours=2)
         first._heap = None
         first.tick()
         assert client.llen("celery") == 1, "the first holder sent the overdue task"
 
-        second.schedule["hourly"].last_run_at = app.now() - timedelta(hours=2)
+        second.schedule["task"].last_run_at = app.now() - timedelta(hours=2)
         second._heap = None
         second.tick()
         first.close()  # gives the lead away
@@ -102,6 +102,6 @@ def test_a_beat_taking_the_lead_starts_from_the_runs_its_predecessor_recorded(cl
             second.tick()
         assert second.lease.held
         assert client.llen("celery") == 1, "the new holder sent the task its predecessor had just sent"
-        assert second.schedule["hourly"].last_run_at > app.now() - timedelta(minutes=1)
+        assert second.schedule["task"].last_run_at > app.now() - timedelta(minutes=1)
     finally:
         second.close()

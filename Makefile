@@ -44,11 +44,12 @@ format: install
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-# The suite on every core (a test module stays on one worker, with its live servers; the 25 slowest
-# tests are listed, to keep the whole under ten minutes), then the
+# The suite on every core (a test module stays on one worker, with its live servers; the slow modules
+# first, in tests/conftest.py's order; the 25 slowest tests are listed, to keep the whole under ten
+# minutes), then the
 # browser tests in their own process (tests/e2e/conftest.py says why).
 test: lint typecheck chromium prometheus haproxy
-	$(BIN)/python -m pytest -n auto --dist loadfile --durations=25
+	$(BIN)/python -m pytest -n auto --dist loadfile --no-loadscope-reorder --durations=25
 	$(BIN)/python -m pytest tests/e2e
 
 # Debian's chromium for the browser tests; installed when missing and we are root.

@@ -1,3 +1,4 @@
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,44 @@ from tests.secret_scan import _secret_scan, pytest_runtest_teardown  # noqa: F40
 # Run only when the command line names them, each in a process of its own: the browser tests
 # (tests/e2e/conftest.py says why) and the container image's (`make image-test`: minutes of build).
 OWN_RUNS = (Path(__file__).parent / "e2e", Path(__file__).parent / "image")
+
+
+# The modules that start process trees or run for tens of seconds, started first. xdist orders the
+# modules by their number of tests (each on one worker, --dist loadfile): these few-test, long modules
+# came last and ran one after another on one worker while the other sat idle, for minutes at the end
+# of the run. `make test` passes --no-loadscope-reorder, so this order is the one xdist follows.
+RUN_FIRST = (
+    "test_two_nodes.py",
+    "audit/test_audit_durability.py",
+    "management/test_schemathesis_peers.py",
+    "observability/test_traces.py",
+    "test_deployment.py",
+    "test_shutdown.py",
+    "observability/test_logs.py",
+    "test_server_processes.py",
+    "outbox/test_ingest_reconnect.py",
+    "audit/test_ingest_process.py",
+    "observability/test_prometheus.py",
+    "observability/test_metrics.py",
+    "experiments/test_feedback_before_ingest.py",
+    "audit/test_export_failures.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    """``RUN_FIRST`` in its order, then the other modules by their number of tests, most first (as
+    xdist would order them); each module's tests kept together and in order."""
+    tests = Path(__file__).parent
+    modules = [
+        item.path.relative_to(tests).as_posix() if tests in item.path.parents else "" for item in items
+    ]
+    counts = Counter(modules)
+    rank = {
+        module: (RUN_FIRST.index(module), 0) if module in RUN_FIRST else (len(RUN_FIRST), -counts[module])
+        for module in counts
+    }
+    order = {id(item): rank[module] for item, module in zip(items, modules, strict=True)}
+    items.sort(key=lambda item: order[id(item)])
 
 
 def pytest_ignore_collect(collection_path, config):

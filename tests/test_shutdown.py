@@ -63,14 +63,18 @@ class Gateway:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, self.output()
-            # The server answers, and the worker (whose ingest writes the log) is ready.
-            if not refused(self.base_url) and b" ready." in self.log_path.read_bytes():
-                return self
-            time.sleep(0.1)
-        raise AssertionError(f"the gateway did not start:\n{self.output()}")
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                assert self.process.poll() is None, self.output()
+                # The server answers, and the worker (whose ingest writes the log) is ready.
+                if not refused(self.base_url) and b" ready." in self.log_path.read_bytes():
+                    return self
+                time.sleep(0.1)
+            raise AssertionError(f"the gateway did not start:\n{self.output()}")
+        except BaseException:
+            self.__exit__()  # a `with` does not exit what failed to enter: nothing may outlive the test
+            raise
 
     def __exit__(self, *exc_info: object) -> None:
         # Whatever the test did, nothing it started outlives it.

@@ -415,18 +415,23 @@ def test_a_rate_limit_admits_exactly_30_of_60_requests_spread_over_both_replicas
     assert sum(answered.count(200) for answered in by_replica.values()) == 30, by_replica
 
 
-def test_a_revoked_key_is_refused_at_once_by_both_replicas(deployment, admin, routed):
-    key_id, secret = create_key(deployment, admin)
-    # Both replicas know the key (each holds it in memory from then on) before it is revoked.
+def assert_both_replicas_answer(deployment, secret: str) -> None:
+    """Bursts through the balancer, every answer a 200, until both replicas have answered some."""
     seen: set[str] = set()
 
-    def both_admitted() -> bool:
+    def both_answer() -> bool:
         answers = burst(deployment, secret, 4)
         assert {answer.status_code for answer in answers} == {200}, [a.text for a in answers]
         seen.update(replica for replica, _ in replicas_of(deployment, answers).values())
         return len(seen) == 2
 
-    assert until(both_admitted, 30), f"only {seen} answered"
+    assert until(both_answer, 30), f"only {seen} answered"
+
+
+def test_a_revoked_key_is_refused_at_once_by_both_replicas(deployment, admin, routed):
+    key_id, secret = create_key(deployment, admin)
+    # Both replicas know the key (each holds it in memory from then on) before it is revoked.
+    assert_both_replicas_answer(deployment, secret)
 
     revoked = httpx.delete(f"{deployment.base_url}/api/v1/api-keys/{key_id}", headers=admin, timeout=10)
     assert revoked.status_code == 204, revoked.text
@@ -476,15 +481,7 @@ def test_a_replica_that_stops_leaves_the_balancer_and_is_found_again_when_it_sta
     podman("start", leaving)
     both = sorted([address_of(staying), address_of(leaving)])
     assert until(lambda: deployment.servers_up() == both, 60), (deployment.servers_up(), both)
-    seen: set[str] = set()
-
-    def both_answer() -> bool:
-        answers = burst(deployment, secret, 4)
-        assert {answer.status_code for answer in answers} == {200}, [a.text for a in answers]
-        seen.update(replica for replica, _ in replicas_of(deployment, answers).values())
-        return len(seen) == 2
-
-    assert until(both_answer, 30), f"only {seen} answered"
+    assert_both_replicas_answer(deployment, secret)
 
 
 def test_every_answered_request_reaches_the_audit_log_through_the_shared_spool(deployment, admin, routed):

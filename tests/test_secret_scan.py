@@ -43,3 +43,16 @@ def test_a_word_of_the_gateways_own_code_is_not_taken_for_a_secret():
     ledger.scan('{"organization_id": "0b1c", "note": "' + SECRET + '"}', "spool record")
 
     assert len(ledger.findings) == 1
+
+
+def test_with_more_secrets_than_it_looks_for_one_by_one_it_still_finds_each_and_only_those():
+    ledger = Ledger()
+    many = [f"sk_live_{number:04d}_{'x' * 30}" for number in range(Ledger.RECENT_LIMIT * 3)]
+    for secret in many:
+        ledger.add(secret)
+    ledger.add(SECRET)  # one added after the matcher was last built
+
+    ledger.scan(f"first {many[7]} then {many[-1]} and {SECRET}", "server log")
+    ledger.scan("sk_live_0007_" + "x" * 29, "a near miss")
+
+    assert sorted(finding.split(":")[0] for finding in ledger.findings) == ["server log"] * 3

@@ -12,7 +12,8 @@ once when ``MAX_LINES`` are waiting, and when the server stops. A process killed
 at most that quarter second of access lines; the audit log, not this, is the record of requests.
 
 Health probes, scrapes of ``/metrics`` and static files are not logged: a balancer's probe every few
-seconds, and a page's dozen assets, would drown the requests people read the log for. A path's
+seconds, and a page's dozen assets, would drown the requests people read the log for
+(``GATEWAY_ACCESS_LOG_ALL=true`` logs them too, to see a balancer's probes or a page's). A path's
 secrets are not logged either: an invitation's token, and the values of query parameters that carry
 codes and tokens (single sign-on's callback). Times are UTC.
 """
@@ -73,10 +74,12 @@ _WEBSOCKET_ACTIONS = {
 class AccessLog:
     """Daphne's action logger (``Server(action_logger=...)``): called on the event loop."""
 
-    def __init__(self, stream: TextIO, *, json: bool = False) -> None:
+    def __init__(self, stream: TextIO, *, json: bool = False, everything: bool = False) -> None:
         from gateway_project.health import PROBES  # after Django's set-up: Daphne loads the app first
 
-        self.unlogged_paths = frozenset((*PROBES, "/metrics"))
+        # ``everything``: probes, scrapes and static files logged too (GATEWAY_ACCESS_LOG_ALL).
+        self.unlogged_paths = frozenset() if everything else frozenset((*PROBES, "/metrics"))
+        self.unlogged_prefixes = () if everything else UNLOGGED_PREFIXES
         self.stream = stream
         self.json = json
         # A line, or a proxied request's snapshot and when it ended (formatted as it is written).
@@ -89,7 +92,7 @@ class AccessLog:
         if protocol == "http" and action == "complete":
             path = details["path"]  # with its query string
             bare = path.partition("?")[0]
-            if bare in self.unlogged_paths or path.startswith(UNLOGGED_PREFIXES):
+            if bare in self.unlogged_paths or path.startswith(self.unlogged_prefixes):
                 return
             if bare == PROXY_PREFIX or bare.startswith(PROXY_PREFIX + "/"):
                 return  # the proxy's own line says more (proxy_request)

@@ -94,7 +94,11 @@ class DrainingServer(Server):
 
             from apps.audit.records import on_record
 
-            action_logger = AccessLog(action_logger.stream, json=settings.GATEWAY_LOG_FORMAT == "json")
+            action_logger = AccessLog(
+                action_logger.stream,
+                json=settings.GATEWAY_LOG_FORMAT == "json",
+                everything=settings.GATEWAY_ACCESS_LOG_ALL,
+            )
             on_record(action_logger.proxy_request)  # a proxied request's line, from its record
         super().__init__(*args, action_logger=action_logger, **kwargs)
 

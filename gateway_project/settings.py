@@ -458,8 +458,11 @@ GATEWAY_TRACE_CONTENT = env.bool("GATEWAY_TRACE_CONTENT", default=False)
 
 # --- Logging --------------------------------------------------------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").upper()
-# text (the default), or json: one JSON object per line, in every process (apps/core/logs.py).
+# text (the default), or json: one JSON object per line, in every process (apps/observability/logs.py).
 GATEWAY_LOG_FORMAT = env_choice("GATEWAY_LOG_FORMAT", choices=("text", "json"), default="text")
+# The access log leaves out health probes, /metrics scrapes and static files unless this is true
+# (gateway_project/access_log.py): a balancer's probes would drown the requests people read it for.
+GATEWAY_ACCESS_LOG_ALL = env.bool("GATEWAY_ACCESS_LOG_ALL", default=False)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

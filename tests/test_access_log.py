@@ -1,7 +1,8 @@
 """The server's access log (gateway_project/access_log.py): a line per request, written soon after
-it (not on the request, not only at exit), none for health probes and static files, and the last
-lines not lost when the server stops."""
+it (not on the request, not only at exit), none for health probes and static files unless asked for,
+and the last lines not lost when the server stops."""
 
+import io
 import re
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from gateway_project.access_log import AccessLog
 from tests.servers import ROOT, free_port, subprocess_env, until, wait_until_serving
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -60,3 +62,22 @@ def test_requests_are_logged_soon_after_and_none_lost_at_stop_but_not_probes_or_
                 server.wait()
     assert logged_requests(log_path) == [*expected, ("POST /v1/chat/completions", "401")]
     assert "healthz" not in log_path.read_text() and "/static/" not in log_path.read_text()
+
+
+def test_probes_scrapes_and_static_files_are_logged_only_when_everything_is_asked_for():
+    """``GATEWAY_ACCESS_LOG_ALL=true`` (serve.py passes it as ``everything``): Daphne's calls as it
+    makes them, without a server (the slow test above shows the default on a live one)."""
+    paths = ["/healthz", "/readyz?verbose=1", "/metrics", "/static/admin/css/base.css", "/favicon.ico"]
+    paths.append("/api/v1/api-keys")
+
+    def logged(**options) -> list[tuple[str, str]]:
+        stream = io.StringIO()
+        access_log = AccessLog(stream, **options)
+        for path in paths:
+            details = {"path": path, "method": "GET", "status": 200, "size": 2, "client": "127.0.0.1:5000"}
+            access_log("http", "complete", details)
+        access_log.flush()
+        return [match.groups() for line in stream.getvalue().splitlines() if (match := LINE.match(line))]
+
+    assert logged() == [("GET /api/v1/api-keys", "200")]
+    assert logged(everything=True) == [(f"GET {path}", "200") for path in paths]

@@ -14,8 +14,8 @@ them (redacted or with secrets masked).
 A proxied request is one SERVER span, ``{operation} {model}`` (``chat gpt-4o-mini``), with the GenAI
 semantic conventions' attributes and the gateway's own; it continues an incoming W3C ``traceparent``.
 Each upstream attempt is a CLIENT span under it, whose context the upstream request carries
-(``traceparent``), and admission, the policy scan and the cache look-up are spans of their own. The
-spans hold no key and no header.
+(``traceparent``), and admission, the policy scan (of the request, and of a whole answer) and the
+cache look-up are spans of their own. The spans hold no key and no header.
 """
 
 import contextlib
@@ -185,18 +185,21 @@ def end_request(
     span.end()
 
 
-def start_attempt(provider: str, model: str, headers: dict[str, str]) -> Any:
-    """An upstream attempt's CLIENT span; ``headers`` (the upstream request's) get its
+def start_attempt(record: Any, provider: str, model: str, headers: dict[str, str]) -> Any:
+    """An upstream attempt's CLIENT span, named by the request's operation and the upstream's model
+    (``embeddings text-embedding-3-small``), or by its route where the conventions name no operation
+    (``POST /v1/messages/count_tokens``); ``headers`` (the upstream request's) get its
     ``traceparent``, so the upstream's own spans join the trace."""
     from opentelemetry import trace
     from opentelemetry.context import Context
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-    span = _tracer.start_span(
-        f"chat {model}",
-        kind=trace.SpanKind.CLIENT,
-        attributes={"gen_ai.provider.name": provider, "gen_ai.request.model": model},
-    )
+    operation = OPERATIONS.get(record.endpoint)
+    attributes = {"gen_ai.provider.name": provider, "gen_ai.request.model": model}
+    if operation:
+        attributes["gen_ai.operation.name"] = operation
+    name = f"{operation} {model}" if operation else f"{record.method} {record.endpoint}"
+    span = _tracer.start_span(name, kind=trace.SpanKind.CLIENT, attributes=attributes)
     # The span's traceparent (and tracestate) alone: never the caller's baggage or other headers.
     TraceContextTextMapPropagator().inject(headers, context=trace.set_span_in_context(span, Context()))
     return span
@@ -217,6 +220,6 @@ def end_attempt(span: Any, attempt: Any) -> None:
 
 
 def stage(name: str) -> Any:
-    """A span for one stage of the request (admission, the policy scan, the cache look-up); the
+    """A span for one stage of the request (admission, the policy scans, the cache look-up); the
     caller tests ``enabled`` first."""
     return _tracer.start_as_current_span(name)

@@ -10,6 +10,7 @@ the request's record to the audit log. Errors of any kind leave in OpenAI's shap
 import asyncio
 import contextlib
 import logging
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -352,9 +353,11 @@ def announce_failover(record: RequestRecord) -> None:
 
 
 async def _pump(send: Send, response: ProxyStream, request: ProxyRequest, keep_body: bool) -> None:
-    """Sends the chunks; keeps what the audit log may store of them when ``keep_body``."""
+    """Sends the chunks; keeps what the audit log may store of them when ``keep_body``, and with
+    traces on, the finish reasons they carry for the request's span."""
     record = request.record
     kept: list[bytes] = []
+    reasons: list[str] | None = [] if request.span is not None else None
     size, limit = 0, settings.GATEWAY_AUDIT_MAX_BODY_BYTES
     try:
         async for chunk in response.chunks:
@@ -362,9 +365,13 @@ async def _pump(send: Send, response: ProxyStream, request: ProxyRequest, keep_b
             if keep_body and size < limit:
                 kept.append(chunk)
                 size += len(chunk)
+            if reasons is not None:
+                reasons += stream_finish_reasons(chunk)
     finally:
         if keep_body:
             record.response_body = b"".join(kept)
+        if reasons:
+            request.finish_reasons = tuple(reasons)
     await send({"type": "http.response.body", "body": b""})
     hand_over(request)  # the stream's pump task, not send_stream: that one resumes a loop turn later
 
@@ -414,6 +421,21 @@ def finish_reasons_of(body: bytes) -> tuple[str, ...]:
         answer.get("status") if answer.get("object") == "response" else None
     )
     return (str(reason),) if reason else ()
+
+
+# A streamed answer's finish reasons, as its frames carry them: a chat chunk's ``finish_reason``, a
+# Message's ``stop_reason`` (message_delta), and the event that ends a Response (its status, as a
+# whole Response's ``status`` is). Escaped quotes in generated text never match.
+_STREAM_FINISH = re.compile(
+    rb'"(?:finish_reason|stop_reason)":\s*"([^"\\]+)"|^event: response\.(completed|incomplete|failed)$',
+    re.MULTILINE,
+)
+
+
+def stream_finish_reasons(chunk: bytes) -> list[str]:
+    """Why the model stopped, from a stream's chunk (SSE frames), for the request's span; only with
+    traces on, as the chunk is sent."""
+    return [(reason or status).decode(errors="replace") for reason, status in _STREAM_FINISH.findall(chunk)]
 
 
 def traced_content(record: RequestRecord) -> tuple[str, str] | None:

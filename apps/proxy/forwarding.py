@@ -417,6 +417,7 @@ class Forwarder:
                 if tracing.enabled:
                     span = tracing.guarded(
                         tracing.start_attempt,
+                        self.record,
                         candidate.key.provider,
                         candidate.deployment.upstream_model,
                         upstream.headers,

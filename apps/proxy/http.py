@@ -118,8 +118,8 @@ class ProxyRequest:
     settlement: "Settlement | None" = None
     # Admission's revocation check, sent before the body is read (admission.send_early); taken once.
     early_check: asyncio.Future | None = None
-    # With traces on (apps/observability/tracing.py): the request's span, and a whole answer's
-    # finish reasons for it.
+    # With traces on (apps/observability/tracing.py): the request's span, and its answer's finish
+    # reasons for it (a whole answer's, or those a stream's chunks carried).
     span: Any = None
     finish_reasons: tuple[str, ...] = ()
 

@@ -6,6 +6,7 @@ The policies are compiled once per configuration generation (``OrganizationConfi
 ``apps.policies.engine.PolicyEngine``); a request only scans its text with them.
 """
 
+import contextlib
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
@@ -14,6 +15,7 @@ from typing import Any
 
 from apps.core.errors import GatewayError
 from apps.events.publish import EventType, raise_event
+from apps.observability import tracing
 from apps.policies.engine import (
     Decision,
     MessagesStreamRedaction,
@@ -97,20 +99,7 @@ class ApplyPolicies(Stage):
         redaction = ctx.state(REDACTION)
         if redaction is None or answer.status != 200 or not answer.body:
             return
-        redactor = redaction.redactor
-        try:
-            body = json.loads(answer.body)
-        except ValueError:
-            return
-        found: list[Decision] = []
-        for holder, field in ANSWER_TEXTS[ctx.endpoint.name](body):
-            redacted, decisions = redactor.redact_text(holder[field])
-            if decisions:
-                holder[field] = redacted
-                found += decisions
-        if found:
-            answer.body = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-            _record_answer_decisions(ctx, found)
+        answer.body = _redacted(ctx, redaction.redactor, ctx.endpoint.name, answer.body)
 
     def on_chunk(self, ctx: ProxyContext, chunk: bytes) -> bytes:
         redaction = ctx.state(REDACTION)
@@ -172,20 +161,28 @@ def redacted_answer(ctx: ProxyContext, endpoint: str, model: str, body: bytes) -
     redactor = engine.response_redactor(model=model, team_id=team_id, api_key_id=ctx.key.id)
     if redactor is None:
         return body
-    try:
-        parsed = json.loads(body)
-    except ValueError:
-        return body
-    found: list[Decision] = []
-    for holder, field in ANSWER_TEXTS[endpoint](parsed):
-        redacted, decisions = redactor.redact_text(holder[field])
-        if decisions:
-            holder[field] = redacted
-            found += decisions
-    if not found:
-        return body
-    _record_answer_decisions(ctx, found)
-    return json.dumps(parsed, ensure_ascii=False, separators=(",", ":")).encode()
+    return _redacted(ctx, redactor, endpoint, body)
+
+
+def _redacted(ctx: ProxyContext, redactor: ResponseRedactor, endpoint: str, body: bytes) -> bytes:
+    """``body``, a whole answer of ``endpoint``, with the texts ``redactor`` matches redacted and its
+    decisions recorded; ``body`` itself when nothing matched or it is not JSON. With traces on, a
+    stage span of its own, as the request's scan has (pipeline.run); a stream's chunks have none."""
+    with tracing.stage("gateway.policies.answer") if tracing.enabled else contextlib.nullcontext():
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            return body
+        found: list[Decision] = []
+        for holder, field in ANSWER_TEXTS[endpoint](parsed):
+            redacted, decisions = redactor.redact_text(holder[field])
+            if decisions:
+                holder[field] = redacted
+                found += decisions
+        if not found:
+            return body
+        _record_answer_decisions(ctx, found)
+        return json.dumps(parsed, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _record_answer_decisions(ctx: ProxyContext, decisions: list[Decision]) -> None:

@@ -11,9 +11,12 @@ from decimal import Decimal
 
 import httpx
 import pytest
+from django.conf import settings
 from prometheus_client.parser import text_string_to_metric_families
 
+from apps.core.redis import redis_key, sync_client
 from apps.limits.services import limits_set
+from apps.policies.services import policy_create
 from tests.factories import create_api_key
 from tests.servers import ROOT, daphne_server, subprocess_env, until, wait_until_serving
 
@@ -168,15 +171,43 @@ def test_a_refused_requests_model_is_not_a_label_and_a_served_ones_is_cut(gatewa
     ]
 
 
-def test_a_budget_refusal_is_counted_by_scope(gateway, routed):
+def test_budget_refusals_and_policy_actions_are_counted(gateway, routed):
+    # Before the first request: without Redis, the server learns of no later change to its configuration.
+    for policy in (
+        {"name": "no pii", "action": "redact", "detectors": ["email"]},
+        {"name": "no secrets", "action": "block", "terms": ["project falcon"]},
+        {"name": "watch", "action": "flag", "detectors": ["ip_address"]},
+    ):
+        policy_create(organization=routed, data=policy)
     api_key, secret = create_api_key(routed)
     limits_set(organization=routed, api_key=api_key, budget={"amount_usd": "0.000001", "period": "daily"})
+    _, unlimited = create_api_key(routed, name="unlimited")
+
     answer = httpx.post(f"{gateway}{CHAT}", json=chat(), headers={"Authorization": f"Bearer {secret}"})
     assert answer.status_code == 402
     assert until(lambda: value(scrape(gateway), "gateway_budget_refusals_total", scope="api_key") == 1, 10)
 
+    prompts = ["Write to ada@example.com", "Mail bob@example.com", "Tell me about Project Falcon"]
+    prompts += ["ping 10.1.2.3", "Say hello"]
+    answers = [
+        httpx.post(
+            f"{gateway}{CHAT}",
+            json=chat(messages=[{"role": "user", "content": prompt}]),
+            headers={"Authorization": f"Bearer {unlimited}"},
+        )
+        for prompt in prompts
+    ]
+    assert [a.status_code for a in answers] == [200, 200, 400, 200, 200]
+    assert until(lambda: total(scrape(gateway), "gateway_requests_total") == 6, timeout=10)
+    samples = scrape(gateway)
+    acted = Counter(a.headers.get("x-gateway-policy-action") for a in answers)
+    assert acted == {"redacted": 2, "blocked": 1, "flagged": 1, None: 1}
+    for action in ("redacted", "blocked", "flagged"):
+        assert value(samples, "gateway_policy_actions_total", action=action) == acted[action]
+    assert total(samples, "gateway_policy_actions_total") == 4  # the request no policy acted on: none
 
-def test_two_server_processes_are_summed_in_either_ones_scrape(tmp_path, routed):
+
+def test_two_server_processes_are_summed_in_either_ones_scrape_l2_hits_included(tmp_path, routed):
     _, secret = create_api_key(routed)
     auth = {"Authorization": f"Bearer {secret}"}
     shared = {"GATEWAY_METRICS_DIR": str(tmp_path / "metrics")}
@@ -206,6 +237,23 @@ def test_two_server_processes_are_summed_in_either_ones_scrape(tmp_path, routed)
         (tmp_path / "metrics" / "counter_4242424.db").write_bytes(b"")
         (tmp_path / "metrics" / "histogram_4242425.db").write_bytes(b"\x40\x00\x00\x00" + b"\xff" * 12)
         assert both_counted(first) and both_counted(second)
+
+        # L2, the cache the processes share in Redis (there is none without): one's answer, the other's hit.
+        if settings.REDIS_URL:
+            cached = chat(temperature=0)
+            made = httpx.post(f"{first}{CHAT}", json=cached, headers=auth)
+            assert made.headers["x-gateway-cache"] == "miss"
+            entries = redis_key("cache", str(routed.id), "*")
+            written = until(lambda: next(sync_client().scan_iter(match=entries), None), timeout=10)
+            assert written  # after the answer, in the background
+            hit = httpx.post(f"{second}{CHAT}", json=cached, headers=auth)
+            assert hit.headers["x-gateway-cache"] == "l2"
+
+            def cache_results() -> tuple[float, ...]:
+                samples = scrape(first)
+                return tuple(value(samples, "gateway_cache_requests_total", result=r) for r in ("miss", "l2"))
+
+            assert until(lambda: cache_results() == (1, 1), timeout=10), cache_results()
 
 
 @pytest.fixture

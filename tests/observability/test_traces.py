@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth.hashers import make_password
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from apps.policies.services import policy_create
 from tests.factories import PASSWORD, create_api_key
 from tests.proxy.conftest import add_alias, add_provider_key
 from tests.servers import daphne_server, free_port, until
@@ -87,24 +88,55 @@ def gateway(tmp_path, organization, upstream, collector):
         yield base_url
 
 
-def test_a_proxied_request_is_a_server_span_with_its_attempt_and_stages_under_the_callers_trace(
-    gateway, organization, upstream, collector
+def test_proxied_requests_are_server_spans_with_their_attempts_and_stages_under_the_callers_trace(
+    gateway, organization, upstream, collector, team
 ):
-    _, secret = create_api_key(organization)
+    add_alias(organization, "embed", ("openai", "text-embedding-3-small"))
+    # A policy that redacts answers: a whole answer's scan is a stage span too.
+    policy_create(
+        organization=organization,
+        data={
+            "name": "house style",
+            "action": "redact",
+            "patterns": ["from upstream"],
+            "apply_to_response": True,
+        },
+    )
+    _, secret = create_api_key(organization, team=team)
+    auth = {"Authorization": f"Bearer {secret}"}
     answer = httpx.post(
         f"{gateway}/v1/chat/completions",
         json={"model": "fast", "messages": [{"role": "user", "content": "Say hello"}], "max_tokens": 5},
         headers={
-            "Authorization": f"Bearer {secret}",
+            **auth,
             "traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01",
             "baggage": "user.email=ada@example.com",
         },
     )
     assert answer.status_code == 200
-    assert until(lambda: collector.named("chat fast") and collector.named("chat gpt-4o-mini"), timeout=10)
+    streamed_body = {
+        "model": "fast",
+        "messages": [{"role": "user", "content": "Count to three"}],
+        "stream": True,
+    }
+    with httpx.stream("POST", f"{gateway}/v1/chat/completions", json=streamed_body, headers=auth) as streamed:
+        assert streamed.status_code == 200
+        streamed.read()
+    embedded = httpx.post(f"{gateway}/v1/embeddings", json={"model": "embed", "input": "hello"}, headers=auth)
+    assert embedded.status_code == 200
 
-    (server,) = collector.named("chat fast")
-    assert server.kind == SERVER
+    def server_span(request_id: str):
+        found = [s for s in collector.spans if attributes(s).get("gateway.request_id") == request_id]
+        return found[0] if found else None
+
+    request_ids = [r.headers["x-request-id"] for r in (answer, streamed, embedded)]
+    assert until(
+        lambda: all(map(server_span, request_ids)) and len(collector.named("chat gpt-4o-mini")) == 2,
+        timeout=10,
+    ), [(s.name, attributes(s)) for s in collector.spans]
+    server, stream_server, embeddings_server = map(server_span, request_ids)
+
+    assert server.name == "chat fast" and server.kind == SERVER
     assert server.trace_id.hex() == CALLER_TRACE and server.parent_span_id.hex() == CALLER_SPAN
     usage = answer.json()["usage"]
     assert attributes(server) | {"gateway.cost_usd": None} == attributes(server) | {
@@ -117,6 +149,7 @@ def test_a_proxied_request_is_a_server_span_with_its_attempt_and_stages_under_th
         "gen_ai.response.finish_reasons": ["stop"],
         "gateway.request_id": answer.headers["x-request-id"],
         "gateway.cache": answer.headers["x-gateway-cache"],
+        "gateway.team_id": str(team.id),
         "http.response.status_code": 200,
         "gateway.cost_usd": None,
     }
@@ -124,20 +157,39 @@ def test_a_proxied_request_is_a_server_span_with_its_attempt_and_stages_under_th
         float(answer.headers["x-gateway-cost-usd"])
     )
 
-    (attempt,) = collector.named("chat gpt-4o-mini")
-    assert attempt.kind == CLIENT and attempt.parent_span_id == server.span_id
-    assert attempt.trace_id.hex() == CALLER_TRACE
-    assert attributes(attempt)["gateway.attempt.outcome"] == "ok"
+    (attempt,) = [s for s in collector.named("chat gpt-4o-mini") if s.parent_span_id == server.span_id]
+    assert attempt.kind == CLIENT and attempt.trace_id.hex() == CALLER_TRACE
+    assert attributes(attempt) | {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "gpt-4o-mini",
+        "gateway.attempt.outcome": "ok",
+    } == attributes(attempt)
     # The upstream got the attempt's context: its own spans would join this trace.
-    sent = upstream.last_request.headers["traceparent"]
+    sent = upstream.requests[0].headers["traceparent"]  # the first request's
     assert sent == f"00-{CALLER_TRACE}-{attempt.span_id.hex()}-01"
-    assert "baggage" not in upstream.last_request.headers  # the caller's own headers stay here
+    assert not any("baggage" in r.headers for r in upstream.requests)  # the caller's own headers stay here
 
-    (admission,) = collector.named("gateway.admission")
-    assert admission.parent_span_id == server.span_id
+    # The stages that cost time, each a child of its request's span (the answer's scan redacted it).
+    assert answer.json()["choices"][0]["message"]["content"].startswith("Hello [REDACTED:pattern]")
+    for stage in ("gateway.admission", "gateway.policies", "gateway.cache", "gateway.policies.answer"):
+        assert [s.parent_span_id for s in collector.named(stage) if s.trace_id == server.trace_id] == [
+            server.span_id
+        ], stage
+
+    # A stream's finish reasons, from the chunks it sent.
+    assert stream_server.name == "chat fast"
+    assert attributes(stream_server)["gen_ai.response.finish_reasons"] == ["stop"]
+    assert attributes(stream_server)["gateway.team_id"] == str(team.id)
+
+    assert embeddings_server.name == "embeddings embed"
+    (embedding_attempt,) = collector.named("embeddings text-embedding-3-small")
+    assert embedding_attempt.kind == CLIENT and embedding_attempt.parent_span_id == embeddings_server.span_id
+    assert attributes(embedding_attempt)["gen_ai.operation.name"] == "embeddings"
+
     received = collector.raw.read_bytes()
     assert secret.encode() not in received and UPSTREAM_SECRET.encode() not in received
-    assert b"Say hello" not in received  # no prompt text
+    assert b"Say hello" not in received and b"Count to three" not in received  # no prompt text
 
 
 def test_a_request_without_a_traceparent_starts_a_trace_and_the_management_api_is_traced(

@@ -85,6 +85,11 @@ def two_processes(request, tmp_path, organization, upstream):  # noqa: F811
     )
     try:
         wait_until_serving(f"http://127.0.0.1:{port}", supervisor, log)
+        if request.param == "reuseport":
+            # The first process to load answers /healthz; the other listens once its own application
+            # is loaded (a loaded machine takes seconds more), and only then does the kernel share
+            # connections with it.
+            assert until(lambda: listening_sockets(port) == 2, 60), log.read()
         yield f"http://127.0.0.1:{port}", supervisor, request.param, spool
     finally:
         if supervisor.poll() is None:
@@ -93,6 +98,13 @@ def two_processes(request, tmp_path, organization, upstream):  # noqa: F811
                 os.kill(child, signal.SIGKILL)
             supervisor.wait()
         log.close()
+
+
+def listening_sockets(port: int) -> int:
+    """How many sockets listen on ``port`` of 127.0.0.1 (the kernel's table: state 0A is LISTEN)."""
+    rows = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    local = f"0100007F:{port:04X}"
+    return sum(1 for row in rows if row.split()[1] == local and row.split()[3] == "0A")
 
 
 async def burst(base_url: str, secret: str, count: int) -> list[int]:

@@ -1,12 +1,13 @@
 """Failed sign-ins, counted once for every sign-in path (the management API's login, the admin console).
 
 Failures are counted by Django's ``user_login_failed`` signal, which every ``authenticate()`` sends, so
-a new sign-in path is counted without doing anything. They are counted per account and per client
-address (an address gets more room because many people can share one; an IPv6 address counts by its
-/64, which one subscriber gets whole), for
-``GATEWAY_LOGIN_FAILURE_WINDOW_SECONDS`` from the first failure. Once either count reaches its limit,
-``ThrottledModelBackend`` refuses every attempt, even with the right password, until the window passes;
-the login paths ask ``locked_out`` first so they can say why.
+a new sign-in path is counted without doing anything; a wrong current password given to change the
+password is counted too (``account_password_change``, services.py), or a stolen session would be a way
+to guess the password past the limit. They are counted per account and per client address (an address
+gets more room because many people can share one; an IPv6 address counts by its /64, which one
+subscriber gets whole), for ``GATEWAY_LOGIN_FAILURE_WINDOW_SECONDS`` from the first failure. Once
+either count reaches its limit, ``ThrottledModelBackend`` refuses every attempt, even with the right
+password, until the window passes; the login paths ask ``locked_out`` first so they can say why.
 """
 
 import hashlib
@@ -21,6 +22,8 @@ from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.dispatch import receiver
 from django.http import HttpRequest
+
+from apps.core.errors import RateLimited
 
 
 def client_address(request: HttpRequest | None) -> str:
@@ -60,6 +63,15 @@ def locked_out(*, username: str, client_ip: str) -> bool:
     keys = _keys(username, client_ip)
     counts = cache.get_many([key for key, _ in keys])
     return any(counts.get(key, 0) >= limit for key, limit in keys)
+
+
+def lockout_error() -> RateLimited:
+    """What a path that asked ``locked_out`` answers (429, with when to try again)."""
+    return RateLimited(
+        "Too many failed sign-in attempts; try again later.",
+        code="too_many_login_attempts",
+        headers={"Retry-After": str(settings.GATEWAY_LOGIN_FAILURE_WINDOW_SECONDS)},
+    )
 
 
 def record_failure(*, username: str, client_ip: str) -> None:

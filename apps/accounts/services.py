@@ -1,12 +1,17 @@
 import logging
+from collections.abc import Mapping
 
 from django.conf import settings
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from rest_framework_simplejwt.exceptions import TokenError
 
-from apps.core.errors import AuthenticationFailed
+from apps.core.api.serializers import validated
+from apps.core.errors import AuthenticationFailed, InvalidRequest, PermissionDenied, invalid_fields
 
-from . import reclaim
+from . import login_throttle, reclaim
+from .inputs import PasswordChangeInputSerializer
 from .models import User
 from .tokens import SessionRefreshToken, check_session
 
@@ -42,6 +47,46 @@ def session_logout(*, refresh_token: str) -> None:
         SessionRefreshToken(refresh_token).blacklist()  # type: ignore[arg-type]  # as above
     except TokenError as error:
         raise _invalid_refresh_token() from error
+
+
+def account_password_change(*, user: User, data: Mapping, client_ip: str) -> None:
+    """Changes the account's password, given the current one (``data``: inputs.py
+    ``PasswordChangeInputSerializer``); the new one must pass AUTH_PASSWORD_VALIDATORS.
+
+    A wrong current password counts as a failed sign-in of the account and of ``client_ip``
+    (login_throttle.py), and the lock-out refuses this as it refuses a sign-in: someone holding a
+    signed-in browser or a stolen token does not get more guesses at the password than the login gives.
+
+    Every session that began with the old password ends at its next request: a management session's
+    tokens carry a digest of the password (tokens.py), so the refresh and access tokens of every API
+    session are refused, the caller's too (the API answers 204 and has no new pair to give), and every
+    console session fails Django's session hash. The console keeps the browser that made the change
+    signed in (``update_session_auth_hash``, an HTTP session's business, in its view)."""
+    if not user.has_usable_password():  # whatever the body says: there is nothing to change
+        raise PermissionDenied(
+            "This account has no password: it signs in through single sign-on, and its identity provider "
+            "manages the password.",
+            code="password_not_set",
+        )
+    values = validated(PasswordChangeInputSerializer, data)
+    if login_throttle.locked_out(username=user.email, client_ip=client_ip):
+        raise login_throttle.lockout_error()
+    if not user.check_password(values["current_password"]):
+        login_throttle.record_failure(username=user.email, client_ip=client_ip)
+        message = "The current password is incorrect."
+        raise InvalidRequest(
+            message,
+            code="invalid_current_password",
+            param="current_password",
+            fields={"current_password": [message]},
+        )
+    try:
+        validate_password(values["new_password"], user=user)
+    except ValidationError as error:
+        raise invalid_fields({"new_password": error.messages}) from None
+    user.set_password(values["new_password"])
+    user.save(update_fields=["password"])
+    logger.info("Account %s changed its password: the sessions begun with the old one end", user.pk)
 
 
 def account_credentials_reset(*, user: User) -> None:

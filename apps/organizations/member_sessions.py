@@ -4,7 +4,6 @@ apps/accounts/tokens.py) is always a session in one organization, the one its to
 accounts' (apps/accounts); which organizations a session may open is tenancy's, so it lives here.
 """
 
-from django.conf import settings
 from django.contrib.auth import authenticate
 from django.http import HttpRequest
 
@@ -12,7 +11,7 @@ from apps.accounts import login_throttle, two_factor
 from apps.accounts.models import User
 from apps.accounts.password_rules import password_refusals
 from apps.accounts.tokens import SessionRefreshToken
-from apps.core.errors import AuthenticationFailed, PermissionDenied, RateLimited
+from apps.core.errors import AuthenticationFailed, PermissionDenied
 
 from .models import Membership
 
@@ -28,11 +27,7 @@ def session_login(
     """
     email = email.strip().lower()
     if login_throttle.locked_out(username=email, client_ip=login_throttle.client_address(request)):
-        raise RateLimited(
-            "Too many failed sign-in attempts; try again later.",
-            code="too_many_login_attempts",
-            headers={"Retry-After": str(settings.GATEWAY_LOGIN_FAILURE_WINDOW_SECONDS)},
-        )
+        raise login_throttle.lockout_error()
     user = authenticate(request, username=email, password=password)
     if user is None:
         raise AuthenticationFailed("Email or password is incorrect.", code="invalid_credentials")

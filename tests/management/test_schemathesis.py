@@ -99,6 +99,8 @@ REFERENCES_OR_RANGE_RULES = (
     # The first feedback on a request needs a score or a label; a later one may change only the
     # comment, so whether a body without both is taken depends on what is stored.
     "POST /api/v1/feedback",
+    # The current password must be the account's, and the new one pass the password validators.
+    "POST /api/v1/auth/password",
 )
 POSITIVE_STATUSES = ["2xx", "3xx", "403", "404", "409", "429", "5xx"]
 CONFIG = SchemathesisConfig.from_dict(

@@ -1,9 +1,11 @@
 from rest_framework import serializers
 
+from apps.accounts.inputs import PASSWORD_LENGTH, PasswordChangeInputSerializer
+
 
 class LoginSerializer(serializers.Serializer):
     email = serializers.EmailField()
-    password = serializers.CharField(trim_whitespace=False, max_length=1024)
+    password = serializers.CharField(trim_whitespace=False, max_length=PASSWORD_LENGTH)
     organization_id = serializers.UUIDField(required=False, allow_null=True)
     code = serializers.CharField(
         required=False,
@@ -20,3 +22,7 @@ class SessionSerializer(serializers.Serializer):
 
 class RefreshSerializer(serializers.Serializer):
     refresh = serializers.CharField()
+
+
+class PasswordChangeSerializer(PasswordChangeInputSerializer):
+    """The account's current password and the new one (no other field)."""

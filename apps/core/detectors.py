@@ -207,6 +207,17 @@ DETECTORS: dict[str, Rule] = {
     "secret": Rule("secret", _SECRET, guards=_SECRET_GUARDS),
 }
 DETECTOR_NAMES: tuple[str, ...] = tuple(DETECTORS)
+# Each detector for people (the console's forms and pages); the API, the markers and the headers keep
+# the names. tests/console/test_policies.py checks that every detector has one.
+DETECTOR_LABELS: dict[str, str] = {
+    "email": "Email address",
+    "phone": "Phone number",
+    "payment_card": "Payment card number",
+    "iban": "Bank account number (IBAN)",
+    "us_ssn": "US Social Security number",
+    "ip_address": "IP address",
+    "secret": "Secret or API key",
+}
 PERSONAL_DETECTORS: tuple[str, ...] = ("email", "phone", "payment_card", "iban", "us_ssn", "ip_address")
 
 

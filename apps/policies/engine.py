@@ -52,6 +52,17 @@ UNCHECKED_PATTERN = "unchecked_pattern"
 OVER_LIMIT = "organization_limit"
 DENIED_MODEL = "denied_model"
 PROMPT_TOO_LONG = "max_prompt_chars"
+# A decision's category for people (the console); the API and the headers keep the ids. The
+# detectors' own labels are beside them (apps/core/detectors.py DETECTOR_LABELS).
+CATEGORY_LABELS = {
+    "pattern": "Custom pattern",
+    "term": "Denied term",
+    DENIED_MODEL: "Denied model",
+    PROMPT_TOO_LONG: "Prompt too long",
+    TIMEOUT: "Check timed out",
+    UNCHECKED_PATTERN: "Pattern not checked",
+    OVER_LIMIT: "Beyond the organization's policy limit",
+}
 # A stream holds back at most this much of each choice's text (a match may still grow into what
 # comes next); a longer match is released redacted as far as it has come.
 STREAM_HOLD_LIMIT = 256

@@ -96,13 +96,20 @@ def _slug_taken(slug: str) -> Conflict:
 # --- Versions --------------------------------------------------------------------------------------
 
 
-def version_create(*, template: PromptTemplate, data: Mapping, created_by=None) -> PromptVersion:
+def version_create(
+    *, template: PromptTemplate, data: Mapping, created_by=None, label: str | None = None
+) -> PromptVersion:
     """The template's next version (numbered from 1). ``data``, unchecked (the API's body as it
     came, inputs.py): ``messages``, ``variables``?, ``defaults``?, ``note``?. Refused (400
     ``validation_error``, the field and the position named) for a bad shape, if a content is not a
     valid template, if the variables the messages use and the declared ones differ, or if a default
-    is not one of ``DEFAULT_PARAMETERS`` of its type. Versions are never updated."""
+    is not one of ``DEFAULT_PARAMETERS`` of its type. Versions are never updated.
+
+    ``label``: also publishes the version, pointing that label at it (``label_set``, the move
+    recorded with ``created_by``) in the same transaction, so a refused label saves no version."""
     checked = _checked_version(validated(VersionCreateSerializer, data))
+    if label is not None:
+        _label_name(label)
     for attempt in range(_VERSION_ATTEMPTS):
         try:
             with transaction.atomic():
@@ -114,6 +121,8 @@ def version_create(*, template: PromptTemplate, data: Mapping, created_by=None) 
                 version = PromptVersion.objects.create(
                     template=template, number=newest + 1, created_by=created_by, **checked
                 )
+                if label is not None:
+                    label_set(template=template, name=label, version=version, user=created_by)
                 bump_generation(template.organization_id)
                 return version
         except IntegrityError:

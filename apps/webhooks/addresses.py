@@ -22,6 +22,11 @@ class WebhookAddressRefused(AddressRefused):
     code = "webhook_address_refused"
 
 
+class WebhookHostUnresolved(WebhookAddressRefused):
+    """The host has no address: refused like a refused address (the same code), but a delivery
+    reports it apart ("host not found", apps/webhooks/transport.py)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     """Where a delivery goes: the URL as the webhook has it, and the one checked address to connect to."""
@@ -58,10 +63,10 @@ def resolve(url: str) -> Target:
     try:
         infos = socket.getaddrinfo(parsed.host, parsed.port or 443, proto=socket.IPPROTO_TCP)
     except (socket.gaierror, UnicodeError, OSError):
-        raise WebhookAddressRefused(f"The host {parsed.host} could not be resolved.") from None
+        raise WebhookHostUnresolved(f"The host {parsed.host} could not be resolved.") from None
     addresses = [info[4][0] for info in infos]
     if not addresses:
-        raise WebhookAddressRefused(f"The host {parsed.host} could not be resolved.")
+        raise WebhookHostUnresolved(f"The host {parsed.host} could not be resolved.")
     for address in addresses:
         check_ip(address, allowance=ALLOWANCE, subject="webhook address", refused=WebhookAddressRefused)
     return Target(url=parsed, address=addresses[0])

@@ -106,6 +106,7 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
         "status",
         "response_status",
         "duration_ms",
+        "failure_reason",
         "error",
         "created_at",
         "next_attempt_at",

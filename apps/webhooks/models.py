@@ -75,6 +75,9 @@ class WebhookDelivery(UUIDModel):
     response_status = models.PositiveSmallIntegerField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
     error = models.TextField(blank=True)
+    # Why a failed attempt failed, in a few words from a fixed list ("connection refused", "HTTP 500",
+    # apps/webhooks/transport.py): never the URL or the answer, so any page may show it.
+    failure_reason = models.CharField(max_length=64, blank=True)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -93,3 +96,8 @@ class WebhookDelivery(UUIDModel):
 
     def __str__(self) -> str:
         return f"{self.event_type} #{self.attempt} -> {self.webhook_id}"
+
+    @property
+    def is_settled(self) -> bool:
+        """The attempt is over (succeeded or failed); a later attempt of its event is another row."""
+        return self.status != DeliveryStatus.PENDING

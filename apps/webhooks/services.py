@@ -284,13 +284,15 @@ def delivery_send(*, delivery_id: uuid.UUID | str) -> WebhookDelivery | None:
         return None  # its webhook was deleted meanwhile
     webhook = delivery.webhook
     if not webhook.is_active:
-        outcome = transport.Outcome(False, None, 0, "Not sent: the webhook is disabled.")
+        outcome = transport.Outcome(False, None, 0, "Not sent: the webhook is disabled.", "webhook disabled")
         return _record(delivery, outcome, retry=False)
     try:
         signing_secrets = webhook.signing_secrets(now)
     except crypto.InvalidToken:
         logger.error("Webhooks: the secret of webhook %s cannot be decrypted; not sent", webhook.id)
-        outcome = transport.Outcome(False, None, 0, "Not sent: the webhook's secret cannot be decrypted.")
+        outcome = transport.Outcome(
+            False, None, 0, "Not sent: the webhook's secret cannot be decrypted.", "secret unreadable"
+        )
         return _record(delivery, outcome, retry=True)
     body = event_body(delivery.event)
     headers = {
@@ -327,10 +329,20 @@ def _record(delivery: WebhookDelivery, outcome: transport.Outcome, *, retry: boo
     delivery.response_status = outcome.response_status
     delivery.duration_ms = outcome.duration_ms
     delivery.error = outcome.error
+    delivery.failure_reason = outcome.reason
     delivery.next_attempt_at = None
     if not outcome.succeeded and retry and delivery.attempt < MAX_ATTEMPTS:
         delivery.next_attempt_at = timezone.now() + RETRY_DELAYS[delivery.attempt - 1]
-    delivery.save(update_fields=["status", "response_status", "duration_ms", "error", "next_attempt_at"])
+    delivery.save(
+        update_fields=[
+            "status",
+            "response_status",
+            "duration_ms",
+            "error",
+            "failure_reason",
+            "next_attempt_at",
+        ]
+    )
     metrics.webhook_delivered(succeeded=outcome.succeeded)
     return delivery
 

@@ -10,14 +10,19 @@
 - Redirects are not followed (a 3xx is a failure); a connection has ``CONNECT_TIMEOUT`` seconds,
   and every read or write ``READ_TIMEOUT`` seconds; only the first ``BODY_LIMIT`` bytes of the
   answer are read, and kept only when the attempt failed.
+- A failed attempt also gets a reason in a few words (``Outcome.reason``: "connection refused",
+  "timed out connecting", "HTTP 500" ...), chosen from a fixed list, so it never carries the URL, a
+  header or the receiver's answer: the console shows it where no HTTP status came back.
 """
 
+import errno
+import ssl
 import time
 from dataclasses import dataclass
 
 import httpx
 
-from .addresses import WebhookAddressRefused, resolve
+from .addresses import WebhookAddressRefused, WebhookHostUnresolved, resolve
 
 CONNECT_TIMEOUT = 3.0
 READ_TIMEOUT = 5.0
@@ -31,18 +36,21 @@ class Outcome:
     response_status: int | None
     duration_ms: int
     error: str
+    reason: str = ""  # empty on success
 
 
 def send(url: str, *, body: bytes, headers: dict[str, str]) -> Outcome:
     started = time.monotonic()
 
-    def outcome(succeeded: bool, status: int | None, error: str) -> Outcome:
-        return Outcome(succeeded, status, round((time.monotonic() - started) * 1000), error)
+    def outcome(succeeded: bool, status: int | None, error: str, reason: str = "") -> Outcome:
+        return Outcome(succeeded, status, round((time.monotonic() - started) * 1000), error, reason)
 
     try:
         target = resolve(url)
+    except WebhookHostUnresolved as error:
+        return outcome(False, None, f"Not sent: {error.message}", "host not found")
     except WebhookAddressRefused as error:
-        return outcome(False, None, f"Not sent: {error.message}")
+        return outcome(False, None, f"Not sent: {error.message}", "address not allowed")
     name = target.url.host
     pinned = target.url.copy_with(host=target.address)
     extensions = {} if name == target.address else {"sni_hostname": name}
@@ -66,19 +74,52 @@ def send(url: str, *, body: bytes, headers: dict[str, str]) -> Outcome:
         ):
             answer = _read_capped(response)
     except httpx.ConnectTimeout:
-        return outcome(False, None, f"Connecting timed out after {CONNECT_TIMEOUT:g} s.")
-    except httpx.TimeoutException:
-        return outcome(False, None, f"No answer within {READ_TIMEOUT:g} s.")
-    except httpx.HTTPError as error:
-        return outcome(False, None, f"{type(error).__name__}: {str(error)[:ERROR_LIMIT]}")
-    if 200 <= response.status_code < 300:
-        return outcome(True, response.status_code, "")
-    if 300 <= response.status_code < 400:
         return outcome(
-            False, response.status_code, f"HTTP {response.status_code}: redirects are not followed."
+            False, None, f"Connecting timed out after {CONNECT_TIMEOUT:g} s.", "timed out connecting"
         )
+    except httpx.TimeoutException:
+        return outcome(False, None, f"No answer within {READ_TIMEOUT:g} s.", "no answer in time")
+    except httpx.HTTPError as error:
+        return outcome(
+            False, None, f"{type(error).__name__}: {str(error)[:ERROR_LIMIT]}", failure_reason(error)
+        )
+    status = response.status_code
+    if 200 <= status < 300:
+        return outcome(True, status, "")
+    if 300 <= status < 400:
+        return outcome(False, status, f"HTTP {status}: redirects are not followed.", "redirect not followed")
     text = answer.decode("utf-8", errors="replace").replace("\x00", "")
-    return outcome(False, response.status_code, f"HTTP {response.status_code}: {text}".rstrip(": "))
+    return outcome(False, status, f"HTTP {status}: {text}".rstrip(": "), f"HTTP {status}")
+
+
+# errno values of a network that cannot reach the address.
+_UNREACHABLE = {errno.ENETUNREACH, errno.EHOSTUNREACH, errno.EHOSTDOWN}
+
+
+def failure_reason(error: httpx.HTTPError) -> str:
+    """Why a request without an answer failed, in a few words, read from the error Python raised:
+    httpx wraps it (through httpcore's) as the cause, so the chain is walked."""
+    causes: list[BaseException] = []
+    cause: BaseException | None = error
+    while cause is not None and len(causes) < 10:
+        causes.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    for cause in causes:
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return "TLS certificate not trusted"
+        if isinstance(cause, ssl.SSLError):
+            return "TLS handshake failed"
+        if isinstance(cause, ConnectionResetError):
+            return "connection reset"
+        if isinstance(cause, OSError) and cause.errno in _UNREACHABLE:
+            return "host unreachable"
+    if isinstance(error, httpx.ConnectError):
+        return "connection failed"
+    if isinstance(error, httpx.RemoteProtocolError):
+        return "no valid HTTP answer"
+    return "request failed"
 
 
 def _read_capped(response: httpx.Response) -> bytes:

@@ -68,7 +68,7 @@ def test_a_raised_event_arrives_signed_with_the_documented_payload_and_headers(
     assert received.headers["x-gateway-delivery"] == str(delivery.id)
     assert delivery.status == "succeeded" and delivery.attempt == 1
     assert delivery.response_status == 200 and delivery.duration_ms is not None
-    assert delivery.next_attempt_at is None and delivery.error == ""
+    assert delivery.next_attempt_at is None and delivery.error == "" and delivery.failure_reason == ""
 
 
 def test_only_active_webhooks_subscribed_to_the_kind_get_it(
@@ -158,7 +158,7 @@ def test_a_failing_receiver_gets_three_attempts_on_the_schedule_and_no_fourth(
         event_id = raise_and_ingest(organization)
         [first] = attempts(event_id)
         assert first.status == "failed" and first.response_status == 500
-        assert first.error == "HTTP 500: receiver says no"
+        assert first.error == "HTTP 500: receiver says no" and first.failure_reason == "HTTP 500"
         assert first.next_attempt_at == start + timedelta(minutes=5)
 
         clock.move_to(start + timedelta(minutes=4))
@@ -313,6 +313,7 @@ def test_a_receiver_that_never_answers_fails_the_attempt_within_its_timeout(
     [delivery] = attempts(event_id)
     assert delivery.status == "failed" and delivery.response_status is None
     assert delivery.error == f"No answer within {READ_TIMEOUT:g} s."
+    assert delivery.failure_reason == "no answer in time"
     assert READ_TIMEOUT * 1000 <= delivery.duration_ms < (READ_TIMEOUT + 3) * 1000
     assert delivery.next_attempt_at is not None
 
@@ -326,6 +327,7 @@ def test_redirects_are_not_followed(session_client, organization, receiver):
     [delivery] = attempts(event_id)
     assert delivery.status == "failed" and delivery.response_status == 302
     assert "redirects are not followed" in delivery.error
+    assert delivery.failure_reason == "redirect not followed"
     assert len(receiver.received) == 1
 
 
@@ -342,6 +344,7 @@ def test_tls_is_verified_against_ssl_cert_file(session_client, organization, rec
 
     [delivery] = attempts(event_id)
     assert delivery.status == "failed" and "CERTIFICATE_VERIFY_FAILED" in delivery.error
+    assert delivery.failure_reason == "TLS certificate not trusted"
     assert receiver.received == []
 
 
@@ -430,7 +433,7 @@ def test_a_dns_answer_that_changes_after_creation_is_checked_again_and_refused(
     [delivery] = attempts(event_id)
     assert delivery.status == "failed" and delivery.response_status is None
     assert "169.254.169.254 is link-local or a metadata service" in delivery.error
-    assert delivery.error.startswith("Not sent:")
+    assert delivery.error.startswith("Not sent:") and delivery.failure_reason == "address not allowed"
     assert receiver.received == []
 
 
@@ -460,6 +463,7 @@ def test_a_webhook_disabled_after_its_event_is_not_sent_and_not_retried(
 
     _, second = attempts(event_id)
     assert second.status == "failed" and second.error == "Not sent: the webhook is disabled."
+    assert second.failure_reason == "webhook disabled"
     assert second.next_attempt_at is None
     assert len(receiver.received) == 1
     conflict = session_client.post(f"{DELIVERIES}/{second.id}/retry")

@@ -1,5 +1,5 @@
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -14,9 +14,10 @@ from apps.events.models import EventType
 from apps.events.publish import raise_event_on_commit
 from apps.limits.services import UNSET, limits_set
 from apps.organizations.models import Organization
+from apps.teams.selectors import team_ids_of
 
 from . import revocation
-from .models import ApiKey
+from .models import ApiKey, Permission
 from .secrets import api_key_digest, api_key_prefix, generate_api_key
 
 KEY_WARNING = (
@@ -69,6 +70,38 @@ def api_key_create(
         limits_set(organization=organization, api_key=api_key, budget=budget, rate_limits=rate_limits)
         raise_event_on_commit(organization.id, EventType.API_KEY_CREATED, _event_data(api_key))
     return api_key, secret
+
+
+# The console's playground sends requests from the browser, which needs a secret the gateway never keeps:
+# it makes one of these for the signed-in person. Chat completions only, and short: it ends by itself.
+PLAYGROUND_KEY_LIFETIME = timedelta(minutes=15)
+PLAYGROUND_KEY_NAME = "Playground · {email}"  # a list shows whose it is and where it came from
+
+
+def playground_key_create(
+    *, organization: Organization, user: User, team_id: str | None = None
+) -> tuple[ApiKey, str]:
+    """A key for ``user`` to try models with in the console's playground, made by ``api_key_create``
+    like every key: ``proxy:chat`` only, expiring after ``PLAYGROUND_KEY_LIFETIME`` (nothing revokes
+    it; the proxy refuses it once expired), charged to ``team_id``, which must be one of the
+    organization's teams ``user`` belongs to (None: the organization). Raises ``InvalidRequest`` on
+    ``team_id`` for any other team, another organization's included."""
+    if team_id is not None and str(team_id) not in {
+        str(own) for own in team_ids_of(user=user, organization_id=organization.id)
+    }:
+        raise invalid_field("team_id", "Choose one of your own teams, or none.")
+    from .inputs import NAME_LENGTH  # DRF's serializers load on a write (api_key_check says why)
+
+    return api_key_create(
+        organization=organization,
+        created_by=user,
+        data={
+            "name": PLAYGROUND_KEY_NAME.format(email=user.email)[:NAME_LENGTH],
+            "permissions": [Permission.CHAT.value],
+            "team_id": None if team_id is None else str(team_id),
+            "expires_at": timezone.now() + PLAYGROUND_KEY_LIFETIME,
+        },
+    )
 
 
 def _event_data(api_key: ApiKey) -> dict:

@@ -5,7 +5,8 @@ could be pointed at its own network (server-side request forgery). The rule (app
 always refuses link-local and metadata addresses, and private, loopback and other non-public ones
 unless ``GATEWAY_ALLOW_PRIVATE_UPSTREAMS`` is set (self-hosted models on a private network, and the
 tests). The same check runs again on every connection, on the address actually resolved
-(apps/proxy/upstream.py), so DNS cannot be used to get around it.
+(apps/proxy/upstream.py; upstream_check.py for the console's test of a key), so DNS cannot be used to
+get around it.
 """
 
 import socket
@@ -27,6 +28,14 @@ def check_ip(
 
 
 def check_upstream_url(url: str) -> str:
+    checked_addresses(url)
+    return url.rstrip("/")
+
+
+def checked_addresses(url: str) -> list[str]:
+    """Every address the host of ``url`` resolves to, each one checked: where a connection to it may
+    go. Raises AddressRefused (naming ``base_url``) for a URL of the wrong form, a host that does not
+    resolve, or any address the gateway must not call."""
     try:
         parts = urlsplit(url)
         port = parts.port  # parsed lazily: an out-of-range or non-numeric port raises here
@@ -45,6 +54,7 @@ def check_upstream_url(url: str) -> str:
         infos = socket.getaddrinfo(parts.hostname, port or 443, proto=socket.IPPROTO_TCP)
     except (socket.gaierror, UnicodeError) as error:
         raise AddressRefused(f"The host {parts.hostname} could not be resolved.", param="base_url") from error
-    for info in infos:
-        check_ip(info[4][0])
-    return url.rstrip("/")
+    addresses = list(dict.fromkeys(info[4][0] for info in infos))
+    for address in addresses:
+        check_ip(address)
+    return addresses

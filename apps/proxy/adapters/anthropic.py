@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from apps.catalog.pricing import Usage
 from apps.core.errors import InvalidRequest
+from apps.providers.protocols import ANTHROPIC_VERSION
 
 from ..scrubbing import ERROR_FIELD_LIMIT, scrub_error
 from .base import (
@@ -30,7 +31,6 @@ from .base import (
     sse,
 )
 
-ANTHROPIC_VERSION = "2023-06-01"
 # Anthropic requires max_tokens; OpenAI lets the client leave it out.
 DEFAULT_MAX_TOKENS = 4096
 FINISH_REASONS = {

@@ -37,6 +37,8 @@ api_v1 = [
 urlpatterns = [
     # The address `make run` prints: the console is what a person opens it for.
     path("", RedirectView.as_view(url="/console/", permanent=False)),
+    # Browsers ask for /favicon.ico on every page that names no icon (the admin's, the API's docs).
+    path("favicon.ico", core_views.favicon),
     path("api/v1/", include(api_v1)),
     re_path(r"^api/.*$", core_views.api_not_found),
     path("admin/", admin.site.urls),

@@ -1,7 +1,9 @@
-"""The console's areas, in the order the navigation shows them.
+"""The console's areas and its navigation.
 
-Each area is a module of ``apps/console/views/`` that declares its ``urlpatterns`` and its ``NAVIGATION``
-entry (label, the URL name its link opens, and the prefix of the URL names that mark it current).
+Each area is a module of ``apps/console/views/`` that declares its ``urlpatterns``. The navigation
+groups the areas' pages by the task people come for (what traffic did, who may call, where requests
+go, what is allowed, what is being built, how the organization is set up), in one place so the side
+bar reads as a whole.
 """
 
 from dataclasses import dataclass
@@ -15,21 +17,81 @@ class Navigation:
     current_prefix: str  # a page whose URL name starts with this marks the link current
 
 
+@dataclass(frozen=True)
+class Section:
+    label: str
+    links: tuple[Navigation, ...]
+
+
 AREAS = (
     "dashboard",
-    "keys",
-    "providers",
-    "catalog",
-    "teams",
-    "policies",
-    "prompts",
-    "experiments",
     "logs",
     "tail",
-    "webhooks",
-    "organization",
+    "keys",
+    "teams",
     "sso",
+    "providers",
+    "catalog",
+    "policies",
+    "budgets",
+    "prompts",
+    "experiments",
+    "playground",
+    "organization",
+    "webhooks",
 )
+
+SECTIONS = (
+    Section(
+        "Traffic",
+        (
+            Navigation("Dashboard", "console:dashboard", "dashboard"),
+            # "logs", not "log": the sign-in pages' names (login, logout) must not mark it current.
+            Navigation("Logs", "console:logs", "logs"),
+            Navigation("Live tail", "console:tail", "tail"),
+        ),
+    ),
+    Section(
+        "Access",
+        (
+            Navigation("API keys", "console:api-keys", "api-key"),
+            Navigation("Teams", "console:teams", "team"),
+            Navigation("Members", "console:organization-members", "organization-member"),
+            Navigation("SSO", "console:sso-connections", "sso-connection"),
+        ),
+    ),
+    Section(
+        "Routing",
+        (
+            Navigation("Providers", "console:provider-keys", "provider-key"),
+            Navigation("Models", "console:models", "model"),
+        ),
+    ),
+    Section(
+        "Governance",
+        (
+            Navigation("Policies", "console:policies", "polic"),
+            Navigation("Budgets", "console:budgets", "budget"),
+        ),
+    ),
+    Section(
+        "Build",
+        (
+            Navigation("Prompts", "console:prompts", "prompt"),
+            Navigation("Experiments", "console:experiments", "experiment"),
+            Navigation("Playground", "console:playground", "playground"),
+        ),
+    ),
+    Section(
+        "Settings",
+        (
+            Navigation("Organization", "console:organization-settings", "organization-settings"),
+            Navigation("Webhooks", "console:webhooks", "webhook"),
+            Navigation("Account", "console:account", "account"),
+        ),
+    ),
+)
+HOME = SECTIONS[0].links[0].url_name
 
 
 def area_modules() -> list:

@@ -65,6 +65,13 @@ def _fmt(x: float) -> str:
     return f"{x:.1f}".rstrip("0").rstrip(".")
 
 
+def _axis_left(ticks: list[float], value_label: Callable[[Number], str], axis_label: str) -> float:
+    """Where the plot starts: after the widest tick label ("$0.00015" needs more room than "$5"),
+    and the rotated axis label if there is one."""
+    widest = max(len(value_label(tick)) for tick in ticks) * FONT * 0.58
+    return max(40.0, widest + 12 + (FONT + 6 if axis_label else 0))
+
+
 def _chart_id(chart_id: str) -> str:
     cleaned = _ID.sub("-", chart_id.lower()).strip("-")
     return f"chart-{cleaned or 'x'}"
@@ -151,8 +158,9 @@ def bar_chart(
     """Vertical bars over a sequence of labels (a time axis: one bar per hour or day)."""
     if not bars:
         return _empty(chart_id, title, description)
-    height, top, bottom, left, right = 250.0, 12.0, 220.0, 70.0, WIDTH - 8.0
+    height, top, bottom, right = 250.0, 12.0, 220.0, WIDTH - 8.0
     ticks = nice_ticks(max(float(value) for _, value in bars))
+    left = _axis_left(ticks, value_label, axis_label)
     scale = (bottom - top) / ticks[-1]
 
     def y_of(value: float) -> float:
@@ -245,8 +253,9 @@ def line_chart(
     if not labels or not values:
         return _empty(chart_id, title, description)
     legend = 24.0
-    height, top, bottom, left, right = 272.0, 12.0 + legend, 242.0, 70.0, WIDTH - 12.0
+    height, top, bottom, right = 272.0, 12.0 + legend, 242.0, WIDTH - 12.0
     ticks = nice_ticks(max(values))
+    left = _axis_left(ticks, value_label, axis_label)
     scale = (bottom - top) / ticks[-1]
     step = (right - left) / max(1, len(labels) - 1)
 

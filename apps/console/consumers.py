@@ -8,9 +8,9 @@ connection without a signed-in member, or one that asks for any other organizati
 (``?organization=<id>``), is refused: closed with 4401 or 4403 before it is accepted.
 
 Once accepted, it joins its organization's group (``apps.audit.tail.tail_group``) and forwards each
-published summary as ``{"type": "request", ...}``, the log list's fields plus the team's name. Every
-role may watch (members read the log); the summaries carry no body, whatever the organization keeps.
-While messages flow, the session and the membership are checked again at most every
+published summary as ``{"type": "request", ...}``, the log list's fields plus the team's and the API
+key's names. Every role may watch (members read the log); the summaries carry no body, whatever the
+organization keeps. While messages flow, the session and the membership are checked again at most every
 ``RECHECK_SECONDS``: a member signed out, whose password changed, or removed from the organization
 stops receiving within that time.
 """
@@ -26,6 +26,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from apps.audit.tail import tail_group
 from apps.console.access import console_of
+from apps.keys.selectors import api_keys_of
 from apps.organizations.models import Membership, Role
 from apps.teams.models import Team
 
@@ -40,11 +41,11 @@ def _console(scope):
     return console_of(SimpleNamespace(user=scope["user"], session=scope["session"]))
 
 
-def _team_names(organization_id) -> dict[str, str]:
-    return {
-        str(pk): name
-        for pk, name in Team.objects.filter(organization_id=organization_id).values_list("pk", "name")
-    }
+def _names(organization_id) -> dict[str, str]:
+    """The organization's teams' and API keys' names by id: what a row shows instead of an id."""
+    teams = Team.objects.filter(organization_id=organization_id).values_list("pk", "name")
+    keys = api_keys_of(organization_id).values_list("pk", "name")
+    return {str(pk): name for pk, name in (*teams, *keys)}
 
 
 def _still_allowed(session, user_id, organization_id) -> bool:
@@ -72,7 +73,7 @@ class TailConsumer(AsyncJsonWebsocketConsumer):
             return
         self.user = user
         self.organization_id = console.organization.id
-        self.team_names = await database_sync_to_async(_team_names)(self.organization_id)
+        self.names = await database_sync_to_async(_names)(self.organization_id)
         self.checked_at = time.monotonic()
         self.group = tail_group(self.organization_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
@@ -108,23 +109,26 @@ class TailConsumer(AsyncJsonWebsocketConsumer):
         """The tail only sends; anything the browser sends is ignored."""
 
     async def tail_requests(self, event) -> None:
-        """A batch published by ``apps.audit.tail``: each summary, with its team's name."""
+        """A batch published by ``apps.audit.tail``: each summary, with its team's and key's names."""
         if time.monotonic() - self.checked_at > RECHECK_SECONDS:
             if not await self._still_allowed():
                 await self.close(code=FORBIDDEN)
                 return
             self.checked_at = time.monotonic()
         for request in event["requests"]:
-            team_id = request.get("team_id")
-            if team_id is not None and str(team_id) not in self.team_names:
-                # A team made since the page opened: read the names again, once per new id.
-                self.team_names = await database_sync_to_async(_team_names)(self.organization_id)
-                self.team_names.setdefault(str(team_id), "")
+            team_id, api_key_id = request.get("team_id"), request.get("api_key_id")
+            named = [str(pk) for pk in (team_id, api_key_id) if pk is not None]
+            if any(pk not in self.names for pk in named):
+                # A team or key made since the page opened: read the names again, once per new id.
+                self.names = await database_sync_to_async(_names)(self.organization_id)
+                for pk in named:
+                    self.names.setdefault(pk, "")
             await self.send_json(
                 {
                     "type": "request",
                     **request,
-                    "team_name": self.team_names.get(str(team_id), "") if team_id else "",
+                    "team_name": self.names.get(str(team_id), "") if team_id else "",
+                    "api_key_name": self.names.get(str(api_key_id), "") if api_key_id else "",
                 }
             )
 

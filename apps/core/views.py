@@ -1,7 +1,8 @@
 """Django-level handlers, so that errors raised outside DRF views still answer in the management
 shape under /api/ (and as Django's plain pages elsewhere)."""
 
-from django.http import JsonResponse
+from django.http import HttpResponseRedirect, JsonResponse
+from django.templatetags.static import static
 from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 
@@ -43,3 +44,10 @@ def handler400(request, exception=None):
 
 def healthz(request) -> JsonResponse:
     return JsonResponse({"status": "ok"})
+
+
+def favicon(request) -> HttpResponseRedirect:
+    """The console's icon, under whatever name the static files' storage gives it."""
+    response = HttpResponseRedirect(static("console/favicon.svg"))
+    response["Cache-Control"] = "public, max-age=86400"
+    return response

@@ -54,6 +54,11 @@ class OrganizationForm(forms.ModelForm):
             "cache_semantic_threshold",
             "cache_embedding_model",
         )
+        # Plans are the operator's to give: members never see theirs in the console.
+        help_texts = {
+            "plan": "Set by the gateway's operators, here only: growth and enterprise may connect single "
+            "sign-on. The console does not show the plan to members."
+        }
 
     def clean(self):
         cleaned = super().clean()

@@ -25,23 +25,31 @@
     return td;
   }
 
-  function code(text) {
-    const element = document.createElement("code");
-    element.textContent = text;
-    return element;
-  }
-
   function statusClass(status) {
     return status < 400 ? "succeeded" : status < 500 ? "pending" : "failed";
   }
 
-  function dollars(text) {
-    const amount = Number(text);
-    if (!Number.isFinite(amount) || amount === 0) return "$0";
-    if (Math.abs(amount) >= 1) return "$" + amount.toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 });
-    return "$" + amount.toFixed(8).replace(/0+$/, "");
+  const format = window.ConsoleFormat;
+  const CACHE_HITS = new Set(["l1", "l2", "l3"]);
+  const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+
+  function tag(text, className) {
+    const element = document.createElement("span");
+    element.className = "tag " + className;
+    element.textContent = text;
+    return element;
   }
 
+  function when(iso) {
+    // "Nov 26, 14:03:22", in UTC like the rows the server drew.
+    const moment = new Date(iso);
+    if (Number.isNaN(moment.getTime())) return String(iso);
+    const pad = (number) => String(number).padStart(2, "0");
+    return MONTHS[moment.getUTCMonth()] + " " + moment.getUTCDate() + ", " +
+      pad(moment.getUTCHours()) + ":" + pad(moment.getUTCMinutes()) + ":" + pad(moment.getUTCSeconds());
+  }
+
+  // The columns of templates/console/logs/row.html, in its order.
   function row(request) {
     const tr = document.createElement("tr");
     tr.dataset.logId = request.log_id;
@@ -52,7 +60,7 @@
     link.href = logUrl + encodeURIComponent(request.log_id) + "/";
     const stamp = document.createElement("time");
     stamp.dateTime = request.created_at;
-    stamp.textContent = String(request.created_at).replace("T", " ").replace("Z", "");
+    stamp.textContent = when(request.created_at);
     link.append(stamp);
     time.append(link);
 
@@ -60,29 +68,30 @@
     const badge = document.createElement("span");
     badge.className = "status status-" + statusClass(Number(request.status));
     badge.textContent = String(request.status);
+    if (request.error_code) badge.title = request.error_code;
     status.append(badge);
-    if (request.error_code) status.append(" ", code(request.error_code));
+    if (request.policy_action) status.append(" ", tag(request.policy_action, "tag-" + request.policy_action));
 
-    let model = request.requested_model || "—";
-    if (request.model && request.model !== request.requested_model) model += " → " + request.model;
+    const model = cell(request.requested_model || "—", "log-model");
+    model.title = request.provider ? "served by " + request.provider + " / " + request.model : "no upstream called";
 
-    const team = request.team_id ? (request.team_name || "deleted team") : "—";
-    const key = cell("");
-    key.append(code((request.api_key_prefix || "") + "…"));
+    const key = cell(request.api_key_id ? (request.api_key_name || request.api_key_prefix || "") : "—", "log-name");
+    const team = cell(request.team_id ? (request.team_name || "deleted team") : "—", "log-name");
+    const tokens = cell(format.compact(request.input_tokens) + " / " + format.compact(request.output_tokens), "num");
+    tokens.title = request.input_tokens + " in, " + request.output_tokens + " out";
+    const cost = cell(format.dollars(request.cost_usd), "num");
+    cost.title = request.cost_usd + " USD";
 
-    tr.append(
-      time,
-      status,
-      cell(model),
-      cell(request.provider || "—"),
-      cell(team),
-      key,
-      cell(request.input_tokens + " / " + request.output_tokens, "num"),
-      cell(dollars(request.cost_usd), "num"),
-      cell(Number(request.latency_ms).toLocaleString("en-US", { maximumFractionDigits: 1 }) + " ms", "num"),
-      cell(request.cache || ""),
-      cell(request.policy_action || "—"),
-    );
+    const cache = cell("");
+    if (CACHE_HITS.has(request.cache)) cache.append(tag("hit " + request.cache.toUpperCase(), "tag-hit"));
+    else {
+      const muted = document.createElement("span");
+      muted.className = "hint";
+      muted.textContent = request.cache || "";
+      cache.append(muted);
+    }
+
+    tr.append(time, status, model, key, team, tokens, cost, cell(format.duration(request.latency_ms), "num"), cache);
     return tr;
   }
 

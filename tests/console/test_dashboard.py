@@ -62,8 +62,8 @@ def test_a_member_reads_the_organizations_totals_and_never_another_organizations
     assert numbers["Spend"] == "$2.00"
     assert numbers["Requests"] == "3"
     assert numbers["Error rate"] == "33.3%"
-    assert numbers["Latency p50"] == "200.0 ms"
-    assert numbers["Latency p95"] == "290.0 ms"  # interpolated as percentile_cont does
+    assert numbers["Latency p50"] == "200 ms"
+    assert numbers["Latency p95"] == "290 ms"  # interpolated as percentile_cont does
     assert numbers["Cache hit rate"] == "66.7%"
     assert "L1 33.3% · L2 33.3% · L3 0.0%" in page
     assert "their-secret-model" not in page and "1,000" not in page
@@ -131,6 +131,25 @@ def test_hour_buckets_for_the_last_24_hours(console_for, organization):
     assert "Spend per hour" in page and "2026-11-20 09:00" in page
 
 
+def test_a_first_day_of_requests_draws_by_the_hour_over_a_longer_period(console_for, organization):
+    entry(organization, ago=timedelta(hours=5), latency_ms=120)
+    entry(organization, ago=timedelta(hours=1), latency_ms=80)
+
+    page = console_for(organization, "member").get("/console/dashboard/", {"period": "7d"}).content.decode()
+
+    # Hours from the first request's on, not seven days of which one has two dots.
+    assert "Latency per hour" in page and "Spend per day" not in page
+    hours = re.findall(r'<time datetime="2026-11-20T(\d\d):00:00\+00:00">', page)
+    assert hours == ["07", "08", "09", "10", "11", "12"]
+
+
+def test_with_no_request_the_dashboard_says_what_to_do_next(console_for, organization):
+    page = console_for(organization, "member").get("/console/dashboard/").content.decode()
+    assert "No requests in this period" in page
+    assert 'href="/console/playground/"' in page and 'href="/console/api-keys/"' in page
+    assert 'class="chart"' not in page  # no empty charts
+
+
 def budgets_fixture(organization):
     mine, other = (
         TeamFactory(organization=organization, name="Mine"),
@@ -166,11 +185,11 @@ def test_an_admin_reads_every_budgets_burn(console_for, organization):
     budgets_fixture(organization)
     rows = budget_rows(console_for(organization, "admin").get("/console/dashboard/").content.decode())
     assert rows == [
-        "The organization monthly from 2026-11-01 00:00 $5.50 $0 $10.00 $4.50 55.0% 55.0%",
-        "Team Mine daily from 2026-11-20 00:00 $3.00 $0 $4.00 $1.00 75.0% 75.0%",
-        "Team Other monthly from 2026-11-01 00:00 $2.50 $0 $2.00 $0 125.0% 125.0%",
-        "Key my-key weekly from 2026-11-16 00:00 $3.00 $0 $1.00 $0 300.0% 300.0%",
-        "Key their-key weekly from 2026-11-16 00:00 $2.50 $0 $1.00 $0 250.0% 250.0%",
+        "The organization monthly from Nov 1, 00:00 $5.50 $0 $10.00 $4.50 55.0% 55.0%",
+        "Team Mine daily from Nov 20, 00:00 $3.00 $0 $4.00 $1.00 75.0% 75.0%",
+        "Team Other monthly from Nov 1, 00:00 $2.50 $0 $2.00 $0 125.0% 125.0%",
+        "Key my-key weekly from Nov 16, 00:00 $3.00 $0 $1.00 $0 300.0% 300.0%",
+        "Key their-key weekly from Nov 16, 00:00 $2.50 $0 $1.00 $0 250.0% 250.0%",
     ]
 
 

@@ -123,6 +123,49 @@ def test_a_refused_experiment_says_why_and_saves_nothing(console_for, organizati
     assert not Experiment.objects.exists()
 
 
+def test_the_form_offers_the_aliases_and_versions_as_choices_and_rejects_an_unknown_alias(
+    console_for, organization, aliases
+):
+    make_template(organization, "support", versions=2)  # production -> 2
+    client = console_for(organization, "admin")
+    form = client.get(NEW).content.decode()
+    target = re.search(r'<select name="target_model">.*?</select>', form, re.S).group(0)
+    assert re.findall(r"<option>([^<]+)</option>", target) == ["chat", "chat-large"]
+    variant_model = re.search(r'<select name="variant_model">.*?</select>', form, re.S).group(0)
+    assert re.findall(r"<option>([^<]+)</option>", variant_model) == ["chat", "chat-large"]
+    assert 'list="aliases"' not in form  # no free text where the aliases are known
+    assert (
+        '<optgroup label="support"><option value="2">version 2: production</option>'
+        '<option value="1">version 1</option></optgroup>'
+    ) in form
+    example = '{"temperature": 0.2, "max_tokens": 512}'  # whole, in a box as wide as the row
+    assert f'<textarea name="variant_parameters" rows="2" placeholder=\'{example}\'>' in form
+    assert 'name="variant_parameters" placeholder' not in form  # no more one-line inputs
+
+    data = {
+        "name": "x",
+        "target_kind": "model",
+        "target_model": "gpt-5-nowhere",
+        **variant_rows(("control", "1"), ("large", "1", "chat-large")),
+    }
+    response = post_form(client, NEW, NEW, data)
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "No model alias &#x27;gpt-5-nowhere&#x27; in this organization." in page
+    assert '<option value="gpt-5-nowhere" selected>gpt-5-nowhere (not an alias of this organization)' in page
+    assert "<option selected>chat-large</option>" in page  # the rows keep their choices
+    assert not Experiment.objects.exists()
+
+
+def test_a_drafts_parameters_are_shown_in_a_box_their_size(console_for, organization, aliases):
+    experiment = model_experiment(
+        organization, model="chat-large", parameters={"seed": 7, "temperature": 0.1}
+    )
+    form = console_for(organization, "admin").get(f"{page_of(experiment)}edit").content.decode()
+    assert '<textarea name="variant_parameters" rows="4"' in form
+    assert "{\n  &quot;seed&quot;: 7,\n  &quot;temperature&quot;: 0.1\n}</textarea>" in form
+
+
 def test_a_target_of_another_organization_is_refused(console_for, organization, outsider):
     make_template(outsider.organization, "theirs")
     client = console_for(organization, "admin")
@@ -142,7 +185,7 @@ def test_an_admin_edits_a_draft_but_not_a_started_experiment(console_for, organi
     client = console_for(organization, "admin")
     edit = f"{page_of(experiment)}edit"
     form = client.get(edit).content.decode()
-    assert 'value="chat-large"' in form and 'value="bigger model"' in form
+    assert "<option selected>chat-large</option>" in form and 'value="bigger model"' in form
     data = {
         "name": "renamed",
         "target_kind": "model",

@@ -64,7 +64,9 @@ def test_a_member_lists_the_organizations_entries_newest_first_without_bodies(
     page = response.content.decode()
     assert listed(page) == [str(new.id), str(old.id)]
     assert str(theirs.id) not in page and "their-secret-model" not in page
-    assert "fast → gpt-4o-mini" in page and "rate_limit_exceeded" in page
+    # The model asked for; what served it in the cell's title (and on the entry's page).
+    assert re.search(r'title="served by [a-z_]+ / gpt-4o-mini">fast</td>', page)
+    assert 'title="rate_limit_exceeded">429</span>' in page
     assert "secret prompt" not in page and "secret answer" not in page  # the list never shows bodies
     assert "Export CSV" not in page  # the export is for admins and owners
 
@@ -222,6 +224,65 @@ def test_one_entrys_page_shows_what_the_api_answers(console_for, client_for, org
     assert "Search" in page
     assert "mail [REDACTED:email]" in page  # the body exactly as kept (and as the API answers it)
     assert api["request_body"] == shown.request_body
+
+
+def test_the_list_names_keys_and_teams_marks_cache_hits_and_reads_numbers_at_a_glance(
+    console_for, organization
+):
+    from tests.factories import create_api_key
+
+    team = TeamFactory(organization=organization, name="Checkout")
+    key, _ = create_api_key(organization, name="checkout-service", team=team)
+    entry(
+        organization,
+        api_key_id=key.id,
+        api_key_prefix=key.key_prefix,
+        team_id=team.id,
+        cache="l2",
+        provider="",
+        input_tokens=12_345,
+        output_tokens=678,
+        cost_usd=Decimal("0.00015321"),
+        latency_ms=1_250,
+    )
+
+    page = console_for(organization, "member").get("/console/logs/").content.decode()
+
+    row = re.search(r'<tr data-log-id="[^"]+">(.*?)</tr>', page, re.S).group(1)
+    cells = [re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+    assert cells[2:] == [
+        "fast",
+        "checkout-service",
+        "Checkout",
+        "12.3k / 678",
+        "$0.00015",
+        "1.25 s",
+        "hit L2",
+    ]
+    assert 'class="tag tag-hit"' in row
+    assert 'title="0.00015321 USD"' in row and 'title="12,345 in, 678 out"' in row
+
+
+def test_an_embeddings_answer_is_summarised_and_a_long_body_folded(console_for, organization):
+    vector = [0.0123] * 1536
+    answer = {
+        "object": "list",
+        "data": [{"index": 0, "embedding": vector}, {"index": 1, "embedding": vector}],
+    }
+    long_prompt = {"messages": [{"role": "user", "content": f"line {number}"} for number in range(60)]}
+    shown = entry(
+        organization,
+        endpoint="/v1/embeddings",
+        request_body=json.dumps(long_prompt),
+        response_body=json.dumps(answer),
+    )
+
+    page = console_for(organization, "member").get(f"/console/logs/{shown.id}/").content.decode()
+
+    assert "2 embeddings of 1,536 dimensions (vectors not shown)" in page
+    assert "0.0123" not in page and "[1,536 numbers]" in page
+    request = page.split("<h3>Request</h3>")[1].split("<h3>Response</h3>")[0]
+    assert '<details class="log-body-fold">' in request and "line 59" in request
 
 
 def test_an_entry_without_kept_bodies_says_so(console_for, organization):

@@ -3,9 +3,11 @@ and the dry run; roles, tenancy, CSRF and refused input."""
 
 import pytest
 
+from apps.core.detectors import DETECTOR_LABELS, DETECTOR_NAMES
 from apps.policies import services
 from apps.policies.models import Policy
 from tests.console.conftest import csrf_token, post_form
+from tests.experiments.conftest import make_alias
 from tests.factories import TeamFactory, create_api_key
 from tests.management.generations import bumps_generation
 
@@ -265,7 +267,8 @@ def test_the_dry_run_shows_what_the_policies_would_do(console_for, organization)
     assert "Redacted" in page
     assert "mail [REDACTED:email] about project titan" in page
     assert "x-gateway-policy-reason: pii: email" in page
-    assert "<td>titan</td><td>flagged</td><td><code>term</code></td>" in page
+    assert '<td>titan</td><td>flagged</td><td>Denied term <code class="hint">term</code></td>' in page
+    assert 'Email address <code class="hint">email</code>' in page  # the detector, for people
     assert "A redact policy would redact the answer too." in page
     assert "ada@example.com</pre>" not in page
 
@@ -300,10 +303,38 @@ def test_the_dry_run_answers_htmx_with_the_result_alone(console_for, organizatio
     assert refused.status_code == 200 and "model" in refused.content.decode()
 
 
+def test_detectors_are_offered_and_shown_by_their_names_for_people(console_for, organization):
+    assert set(DETECTOR_LABELS) == set(DETECTOR_NAMES)
+    client = console_for(organization, "admin")
+    form = client.get(NEW).content.decode()
+    for name in DETECTOR_NAMES:
+        assert DETECTOR_LABELS[name] != name
+        assert f'value="{name}"> {DETECTOR_LABELS[name]} <code class="hint">{name}</code>' in form
+    assert "Payment card number" in form and "US Social Security number" in form
+    policy = make_policy(organization, detectors=["payment_card", "us_ssn"])
+    page = client.get(f"/console/policies/{policy.id}/").content.decode()
+    assert "Payment card number (<code>payment_card</code>), US Social Security number" in page
+
+
+def test_the_dry_run_says_plain_text_needs_a_model_and_offers_the_aliases(console_for, organization):
+    make_alias(organization, "support-chat", "gpt-4o")
+    client = console_for(organization, "admin")
+    form = client.get(DRY_RUN).content.decode()
+    assert "Text and a list name no model: choose it below." in form
+    assert '<option value="support-chat">' in form and 'list="dry-run-models"' in form
+    refused = post_form(client, DRY_RUN, DRY_RUN, {"sample": "mail ada@example.com"})
+    assert refused.status_code == 400
+    assert "Choose the model the request would name" in refused.content.decode()
+    make_policy(organization)
+    data = {"sample": "mail ada@example.com", "model": "support-chat"}
+    page = post_form(client, DRY_RUN, DRY_RUN, data).content.decode()
+    assert "mail [REDACTED:email]" in page
+
+
 @pytest.mark.parametrize(
     ("data", "says"),
     [
-        ({"sample": "hello"}, "model"),
+        ({"sample": "hello"}, "Choose the model the request would name"),
         ({"sample": "", "model": "m"}, "Paste a request body"),
         ({"sample": "[1, 2]", "model": "m"}, "messages"),
         ({"sample": '{"model": "m", "messages": [], "input": "x"}'}, "Give one of messages or input."),

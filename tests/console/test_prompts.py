@@ -1,6 +1,8 @@
 """The console's prompt template pages: list, create, a template's versions (new ones only; never
 edited), labels with their history, the render preview; roles, tenancy, CSRF and refused input."""
 
+import re
+
 import pytest
 
 from apps.prompts import services
@@ -42,11 +44,15 @@ def test_an_admin_creates_a_template_then_its_first_version(console_for, organiz
     )
     template = PromptTemplate.objects.get(organization=organization, slug="triage")
     assert response.status_code == 302
-    assert response["Location"] == f"{page_of(template)}versions/new"
+    assert response["Location"] == f"{page_of(template)}#new-version"
+    page = client.get(page_of(template)).content.decode()
+    assert "This will be version 1." in page and "Write the first version below and publish it" in page
+    publish = 'name="label" list="label-names" maxlength="64" placeholder="leave empty to publish later"'
+    assert f'{publish} value="production"' in page  # a first version is offered for production
     form = f"{page_of(template)}versions/new"
     response = post_form(
         client,
-        form,
+        page_of(template),
         form,
         {
             "role": ["system", "user", "user"],
@@ -58,7 +64,8 @@ def test_an_admin_creates_a_template_then_its_first_version(console_for, organiz
     )
     assert response.status_code == 302
     version = PromptVersion.objects.get(template=template)
-    assert response["Location"] == f"{page_of(template)}versions/1/"
+    assert response["Location"] == f"{page_of(template)}#version-1"
+    assert not template.labels.exists()  # the label field was left empty: saved, not published
     assert version.number == 1 and version.note == "first cut"
     assert version.messages == [
         {"role": "system", "content": "You triage for {{ team }}.\nBe brief."},
@@ -75,12 +82,12 @@ def test_a_new_version_starts_from_the_latest_and_leaves_it_unchanged(
     template = make_template(organization, versions=1)
     client = console_for(organization, "admin")
     form = f"{page_of(template)}versions/new"
-    page = client.get(form).content.decode()
+    page = client.get(page_of(template)).content.decode()
     assert "{{question}}</textarea>" in page and "company=Acme" in page and "Copied from version 1" in page
     with bumps_generation(organization, django_capture_on_commit_callbacks):
         response = post_form(
             client,
-            form,
+            page_of(template),
             form,
             {
                 "role": ["system", "user"],
@@ -98,7 +105,8 @@ def test_a_new_version_starts_from_the_latest_and_leaves_it_unchanged(
     ]
     assert second.defaults == {}
     # There is no way to change a version: its page takes no post.
-    assert post_form(client, form, f"{page_of(template)}versions/1/", {"content": "x"}).status_code == 405
+    version_page = f"{page_of(template)}versions/1/"
+    assert post_form(client, page_of(template), version_page, {"content": "x"}).status_code == 405
 
 
 @pytest.mark.parametrize(
@@ -117,7 +125,7 @@ def test_a_refused_version_says_why_and_saves_nothing(console_for, organization,
     template = services.template_create(organization=organization, data={"slug": "t", "name": "T"})
     client = console_for(organization, "admin")
     form = f"{page_of(template)}versions/new"
-    response = post_form(client, form, form, {"role": ["user"] * len(data["content"]), **data})
+    response = post_form(client, page_of(template), form, {"role": ["user"] * len(data["content"]), **data})
     assert response.status_code == 400
     assert says in response.content.decode()
     assert not PromptVersion.objects.exists()
@@ -161,6 +169,78 @@ def test_labels_are_set_moved_and_removed_with_their_history(
     ]
     html = client.get(page).content.decode()
     assert html.count(client.membership.user.email) >= 4 and "removed" in html
+
+
+def test_one_page_saves_a_version_and_publishes_it_to_a_label(
+    console_for, organization, django_capture_on_commit_callbacks
+):
+    template = make_template(organization, versions=1)  # production -> 1
+    client = console_for(organization, "admin")
+    page = page_of(template)
+    assert client.get(f"{page}versions/new")["Location"] == f"{page}#new-version"
+    html = client.get(page).content.decode()
+    assert 'id="new-version"' in html and "Publish to label" in html
+    assert '<option value="production"><option value="staging">' in html  # the labels offered
+    fields = {
+        "role": ["system", "user"],
+        "content": ["You help {{company}} customers.", "{{question}}"],
+        "variables": "company=Globex\nquestion",
+        "note": "friendlier",
+    }
+    with bumps_generation(organization, django_capture_on_commit_callbacks):
+        response = post_form(client, page, f"{page}versions/new", {**fields, "label": "production"})
+    assert response.status_code == 302 and response["Location"] == f"{page}#version-2"
+    assert dict(template.labels.values_list("name", "version__number")) == {"production": 2}
+    move = PromptLabelMove.objects.filter(template=template).latest("created_at")
+    assert (move.label, move.from_version, move.to_version, move.moved_by) == (
+        "production",
+        1,
+        2,
+        client.membership.user,
+    )
+    html = client.get(page).content.decode()
+    assert "Created version 2 and published it to production" in html
+    assert '<td class="num"><a href="/console/prompts/' in html and "<code>production</code>" in html
+
+    refused = post_form(client, page, f"{page}versions/new", {**fields, "label": "Prod!"})
+    assert refused.status_code == 400
+    html = refused.content.decode()
+    assert "Lowercase letters" in html and 'value="Prod!"' in html and "friendlier" in html
+    assert template.versions.count() == 2  # a refused label saves no version either
+    assert dict(template.labels.values_list("name", "version__number")) == {"production": 2}
+
+
+def test_each_version_row_publishes_in_place_and_an_unpublished_version_says_how(console_for, organization):
+    template = make_template(organization, versions=2, label=None)
+    client = console_for(organization, "admin")
+    page = page_of(template)
+    html = client.get(page).content.decode()
+    assert "Nothing is published yet" in html and "Publish a version from its row below" in html
+    publish = 'name="label" list="label-names" required maxlength="64" size="10" value="production"'
+    assert html.count(publish) == 2  # a publish action on each version's row
+    response = post_form(client, page, f"{page}labels/", {"label": "production", "version": "1"})
+    assert response.status_code == 302 and response["Location"] == page
+    row = re.search(r'<tr id="version-1">.*?</tr>', client.get(page).content.decode(), re.S).group(0)
+    assert "<code>production</code>" in row
+
+    version_page = f"{page}versions/2/"
+    html = client.get(version_page).content.decode()
+    assert "Not published: requests get this version only by its number" in html and "<dd>none" not in html
+    response = post_form(
+        client, version_page, f"{page}labels/", {"label": "production", "version": "2", "back": "version"}
+    )
+    assert response.status_code == 302 and response["Location"] == version_page
+    assert dict(template.labels.values_list("name", "version__number")) == {"production": 2}
+    assert "<dd><code>production</code> </dd>" in client.get(version_page).content.decode()
+
+
+def test_a_member_sees_no_publish_action(console_for, organization):
+    template = make_template(organization, versions=2, label=None)
+    client = console_for(organization, "member")
+    for path in (page_of(template), f"{page_of(template)}versions/1/"):
+        html = client.get(path).content.decode()
+        assert "Publish a version" not in html and "Publish</button>" not in html
+        assert "Publish to this label" not in html and 'name="label"' not in html
 
 
 @pytest.mark.parametrize(

@@ -37,6 +37,7 @@ SUMMARY_FIELDS = {
     "team_id",
     "team_name",
     "api_key_id",
+    "api_key_name",
     "api_key_prefix",
     "requested_model",
     "model",
@@ -339,6 +340,7 @@ async def test_a_request_through_the_proxy_reaches_its_organizations_tail_and_no
     assert (message["status"], message["requested_model"], message["provider"]) == (200, "fast", "openai")
     assert (message["team_id"], message["team_name"]) == (str(team.id), "Checkout")
     assert message["api_key_prefix"] == gateway_key[0].key_prefix
+    assert message["api_key_name"] == gateway_key[0].name
     assert Decimal(message["cost_usd"]) == Decimal(response.headers["x-gateway-cost-usd"])
     assert message["cache"] == response.headers["x-gateway-cache"]
     assert await theirs.receive_nothing(timeout=0.2)

@@ -3,6 +3,7 @@ with the API's filters and cursor pages, retry (409 shown), test and the secret 
 tenancy, CSRF and refused input."""
 
 import re
+import socket
 import uuid
 from datetime import timedelta
 
@@ -15,6 +16,7 @@ from apps.webhooks import services
 from apps.webhooks.models import Webhook, WebhookDelivery
 from tests.console.conftest import post_form
 from tests.secret_scan import ledger
+from tests.webhooks.receiver import Receiver
 
 pytestmark = pytest.mark.django_db
 
@@ -52,6 +54,40 @@ def make_delivery(webhook, *, status="failed", event_type="budget.exceeded", att
 
 def page_of(webhook) -> str:
     return f"/console/webhooks/{webhook.id}/"
+
+
+@pytest.fixture
+def receiver(tmp_path, monkeypatch):
+    """The webhooks tests' live HTTPS receiver on loopback, trusted through SSL_CERT_FILE."""
+    server = Receiver(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(server.certificate))
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    yield server
+    server.close()
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then let go)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def row_of(page: str, delivery) -> str:
+    """The table row of ``delivery`` on a page (or the row fragment itself)."""
+    found = re.search(rf'<tr id="delivery-{delivery.id}"[^>]*>.*?</tr>', page, re.S)
+    assert found, page
+    return found.group(0)
+
+
+def send_test(client, webhook, capture) -> tuple[WebhookDelivery, list]:
+    """Presses "Send a test event" on the webhook's page. The delivery's task is enqueued when the
+    request's transaction commits: it runs (eagerly, as a worker would) when the returned callbacks
+    are called."""
+    with capture() as callbacks:
+        response = post_form(client, page_of(webhook), f"{page_of(webhook)}test", {})
+    assert response.status_code == 302
+    return WebhookDelivery.objects.get(webhook=webhook, event_type="webhook.test"), callbacks
 
 
 def test_a_member_reads_endpoints_and_deliveries_and_never_another_organizations(
@@ -159,12 +195,121 @@ def test_an_admin_sends_a_test_event(console_for, organization):
     response = post_form(client, page_of(webhook), f"{page_of(webhook)}test", {})
     assert response.status_code == 302
     delivery = WebhookDelivery.objects.get(webhook=webhook)
-    assert response["Location"] == f"{HISTORY}{delivery.id}/"
+    assert response["Location"] == f"{page_of(webhook)}#delivery-{delivery.id}"
     assert delivery.event_type == "webhook.test" and delivery.event.data == {"webhook_id": str(webhook.id)}
     services.webhook_update(webhook=webhook, data={"is_active": False})
     response = post_form(client, page_of(webhook), f"{page_of(webhook)}test", {})
     assert response.status_code == 409 and "The webhook is disabled" in response.content.decode()
     assert WebhookDelivery.objects.count() == 1
+
+
+def test_a_test_delivery_updates_in_place_until_it_settles_then_stops_polling(
+    console_for, organization, receiver, django_capture_on_commit_callbacks
+):
+    webhook = make_webhook(organization, receiver.url())
+    client = console_for(organization, "admin")
+    delivery, callbacks = send_test(client, webhook, django_capture_on_commit_callbacks)
+    row_url = f"{HISTORY}{delivery.id}/row"
+    summary_url = f"{HISTORY}{delivery.id}/summary"
+
+    pending = row_of(client.get(page_of(webhook)).content.decode(), delivery)
+    assert "pending" in pending and "sending…" in pending
+    assert f'hx-get="{row_url}"' in pending and 'hx-trigger="every 1s"' in pending
+    assert 'hx-swap="outerHTML"' in pending
+    fragment = client.get(row_url)
+    assert fragment.status_code == 200 and "hx-trigger" in fragment.content.decode()
+    assert "<html" not in fragment.content.decode()
+    summary = client.get(summary_url).content.decode()
+    assert "pending" in summary and f'hx-get="{summary_url}"' in summary and "hx-trigger" in summary
+
+    for callback in callbacks:  # the transaction commits: the worker sends it
+        callback()
+
+    assert len(receiver.received) == 1
+    settled = row_of(client.get(row_url).content.decode(), delivery)
+    assert "succeeded" in settled and '<td class="num">200</td>' in settled
+    assert "hx-trigger" not in settled and "hx-get" not in settled
+    summary = client.get(summary_url).content.decode()
+    assert "succeeded" in summary and "<dd>200</dd>" in summary and "hx-trigger" not in summary
+    page = client.get(f"{HISTORY}{delivery.id}/").content.decode()
+    assert "hx-trigger" not in page and "<dd>200</dd>" in page
+
+
+def test_the_history_row_of_a_pending_delivery_polls_with_its_endpoint_column(
+    console_for, organization, receiver, django_capture_on_commit_callbacks
+):
+    webhook = make_webhook(organization, receiver.url())
+    delivery, _ = send_test(console_for(organization, "admin"), webhook, django_capture_on_commit_callbacks)
+    client = console_for(organization, "member")  # members follow deliveries too
+    row = row_of(client.get(HISTORY).content.decode(), delivery)
+    assert f'hx-get="{HISTORY}{delivery.id}/row?endpoint=1"' in row
+    fragment = client.get(f"{HISTORY}{delivery.id}/row?endpoint=1").content.decode()
+    assert webhook.url in fragment and "hx-trigger" in fragment
+    assert webhook.url not in client.get(f"{HISTORY}{delivery.id}/row").content.decode()
+
+
+def test_a_delivery_to_a_closed_port_shows_the_connection_error(
+    console_for, organization, django_capture_on_commit_callbacks
+):
+    webhook = make_webhook(organization, f"https://127.0.0.1:{closed_port()}/hook")
+    client = console_for(organization, "admin")
+    delivery, callbacks = send_test(client, webhook, django_capture_on_commit_callbacks)
+    for callback in callbacks:
+        callback()
+
+    delivery.refresh_from_db()
+    assert delivery.status == "failed" and delivery.response_status is None
+    assert delivery.failure_reason == "connection refused"
+    row = row_of(client.get(page_of(webhook)).content.decode(), delivery)
+    assert "failed" in row and '<td class="num">connection refused</td>' in row and "hx-trigger" not in row
+    page = client.get(f"{HISTORY}{delivery.id}/").content.decode()
+    assert "no answer: connection refused" in page and "Connection refused" in page  # and the error
+
+
+def test_a_receiver_that_answers_500_shows_its_status(
+    console_for, organization, receiver, django_capture_on_commit_callbacks
+):
+    receiver.always = 500
+    webhook = make_webhook(organization, receiver.url())
+    client = console_for(organization, "admin")
+    delivery, callbacks = send_test(client, webhook, django_capture_on_commit_callbacks)
+    for callback in callbacks:
+        callback()
+
+    row = row_of(client.get(f"{HISTORY}{delivery.id}/row").content.decode(), delivery)
+    assert "failed" in row and '<td class="num">500</td>' in row and "hx-trigger" not in row
+    page = client.get(f"{HISTORY}{delivery.id}/").content.decode()
+    assert "<dd>500</dd>" in page and "HTTP 500: receiver says no" in page
+
+
+def test_a_delivery_to_an_address_no_longer_allowed_says_so(
+    console_for, organization, receiver, settings, django_capture_on_commit_callbacks
+):
+    webhook = make_webhook(organization, receiver.url())
+    client = console_for(organization, "admin")
+    delivery, callbacks = send_test(client, webhook, django_capture_on_commit_callbacks)
+    settings.GATEWAY_ALLOW_PRIVATE_WEBHOOKS = False  # checked again on the address it connects to
+    for callback in callbacks:
+        callback()
+
+    assert receiver.received == []
+    row = row_of(client.get(f"{HISTORY}{delivery.id}/row").content.decode(), delivery)
+    assert '<td class="num">address not allowed</td>' in row
+
+
+def test_a_row_recorded_before_failure_reasons_shows_the_start_of_its_error(console_for, organization):
+    webhook = make_webhook(organization)
+    delivery = make_delivery(webhook, error="ConnectError: [Errno 111] Connection refused")
+    row = row_of(console_for(organization, "member").get(HISTORY).content.decode(), delivery)
+    assert "ConnectError: [Errno 111] Connection refused" in row
+
+
+@pytest.mark.parametrize("fragment", ["row", "row?endpoint=1", "summary"])
+def test_another_organizations_delivery_fragment_answers_404(console_for, organization, outsider, fragment):
+    theirs = make_delivery(make_webhook(outsider.organization, "https://127.0.0.1/theirs"), status="pending")
+    client = console_for(organization, "owner")
+    response = client.get(f"{HISTORY}{theirs.id}/{fragment}")
+    assert response.status_code == 404 and "/theirs" not in response.content.decode()
 
 
 def test_rolling_the_secret_shows_the_new_one_once_and_explains_the_overlap(console_for, organization):

@@ -99,7 +99,7 @@ def test_two_factor_is_set_up_in_the_console_and_asked_at_the_next_sign_in(acme)
         assert "no-store" in response["Cache-Control"]  # it shows the secret
         page = response.content.decode()
         # allauth's page, with the console's navigation (registered by apps/console/apps.py).
-        assert f'<span class="email">{user.email}</span>' in page
+        assert f'<a class="email" href="/console/account/">{user.email}</a>' in page
         secret = form_value(page, "totp-secret")
         assert "data:image/svg+xml;base64," in page
 

@@ -3,7 +3,7 @@ from decimal import Decimal
 from django import template
 from django.urls import reverse
 
-from apps.console.areas import area_modules
+from apps.console.areas import SECTIONS
 from apps.limits.api.serializers import attached_limits, money
 
 register = template.Library()
@@ -47,15 +47,18 @@ def invitation_status(invitation, now) -> str:
 
 @register.inclusion_tag("console/includes/nav.html", takes_context=True)
 def console_navigation(context) -> dict:
+    """The side bar's sections, each link with whether the page shown is one of its pages."""
     match = context["request"].resolver_match
     current = match.url_name if match else ""
     return {
-        "links": [
+        "sections": [
             (
-                module.NAVIGATION.label,
-                reverse(module.NAVIGATION.url_name),
-                current.startswith(module.NAVIGATION.current_prefix),
+                section.label,
+                [
+                    (link.label, reverse(link.url_name), current.startswith(link.current_prefix))
+                    for link in section.links
+                ],
             )
-            for module in area_modules()
+            for section in SECTIONS
         ]
     }

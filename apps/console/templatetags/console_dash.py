@@ -5,22 +5,31 @@ from decimal import Decimal, InvalidOperation
 
 from django import template
 
+from apps.audit.selectors import CACHE_TIERS
+
 register = template.Library()
 
 
 @register.filter
 def dollars(value) -> str:
-    """Money for reading: "$1,234.50" from a dollar up, "$0.0000042" below (to 8 places), "$0"."""
+    """Money for reading: "$1,234.56" from a dollar up, two significant digits below ("$0.50",
+    "$0.015", "$0.0002"), "$0". Entries' pages and exports show the exact amount beside it."""
     if value is None or value == "":
         return ""
     try:
         amount = Decimal(str(value)) if isinstance(value, float) else Decimal(value)
     except (InvalidOperation, ValueError, TypeError):
         return str(value)
-    if abs(amount) >= 1:
-        return f"${amount:,.2f}"
-    amount = amount.quantize(Decimal("0.00000001"))
-    return "$0" if amount == 0 else f"${amount.normalize():f}"
+    if amount == 0:
+        return "$0"
+    sign, amount = ("-" if amount < 0 else ""), abs(amount)
+    if amount < 1:
+        places = max(2, 1 - amount.adjusted())  # two significant digits, at least cents
+        amount = amount.quantize(Decimal(1).scaleb(-places))
+    if amount >= 1:
+        return f"{sign}${amount:,.2f}"
+    whole, _, fraction = f"{amount:f}".partition(".")
+    return f"{sign}${whole}.{fraction.rstrip('0').ljust(2, '0')}"
 
 
 @register.filter
@@ -33,6 +42,21 @@ def count(value) -> str:
 
 
 @register.filter
+def compact(value) -> str:
+    """A count at a glance: 950, "12.3k", "677k", "1.2M" (the exact number goes in a title)."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return "" if value is None else str(value)
+    for size, suffix in ((10**9, "B"), (10**6, "M"), (10**3, "k")):
+        if abs(number) >= size:
+            scaled = number / size
+            shown = f"{scaled:.1f}" if abs(scaled) < 100 else f"{scaled:.0f}"
+            return shown.removesuffix(".0") + suffix
+    return str(number)
+
+
+@register.filter
 def rate(value) -> str:
     """A share from 0 to 1 as a percentage: 0.1234 -> "12.3%"; "—" for None."""
     if value is None or value == "":
@@ -42,10 +66,20 @@ def rate(value) -> str:
 
 @register.filter
 def ms(value) -> str:
-    """Milliseconds: 1234.5 -> "1,234.5 ms"; "—" for None (no requests, or not a stream)."""
+    """A duration given in milliseconds, in the unit that reads best: "0.4 ms", "85 ms", "1.25 s",
+    "2 min 5 s"; "—" for None (no requests, or not a stream)."""
     if value is None or value == "":
         return "—"
-    return f"{float(value):,.1f} ms"
+    milliseconds = float(value)
+    if milliseconds < 10:
+        return f"{milliseconds:.1f} ms"
+    if milliseconds < 999.5:
+        return f"{milliseconds:.0f} ms"
+    seconds = milliseconds / 1000
+    if seconds < 60:
+        return f"{seconds:.2f} s" if seconds < 10 else f"{seconds:.1f} s"
+    minutes, seconds = divmod(round(seconds), 60)
+    return f"{minutes} min {seconds} s"
 
 
 @register.filter
@@ -56,15 +90,56 @@ def burn_level(percent) -> str:
     return "ok" if percent < 80 else "warn" if percent < 100 else "over"
 
 
+# A body longer than this is folded on an entry's page (opened on request).
+LONG_BODY_LINES = 40
+LONG_BODY_CHARACTERS = 6000
+
+
 @register.filter
-def pretty_json(text) -> str:
-    """A body kept as JSON, indented for reading; any other text as it is. (Escaped by the template.)"""
+def readable_body(text) -> dict:
+    """A kept body for reading: indented if JSON, each embedding vector replaced by its size (a
+    response of 1,536-number vectors, or their base64, is pages of digits nobody reads), and whether
+    it is long enough to fold. ``summary`` says what was summarised."""
     if not text:
-        return ""
+        return {"text": "", "summary": "", "lines": 0, "long": False}
+    summary = ""
     try:
-        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+        body = json.loads(text)
     except (TypeError, ValueError):
-        return text
+        readable = text
+    else:
+        summary = _summarise_embeddings(body)
+        readable = json.dumps(body, indent=2, ensure_ascii=False)
+    lines = readable.count("\n") + 1
+    return {
+        "text": readable,
+        "summary": summary,
+        "lines": lines,
+        "long": lines > LONG_BODY_LINES or len(readable) > LONG_BODY_CHARACTERS,
+    }
+
+
+def _summarise_embeddings(body) -> str:
+    """Replaces the vectors of an embeddings response in place; says how many and of what size."""
+    if not isinstance(body, dict) or not isinstance(body.get("data"), list):
+        return ""
+    sizes = []
+    for item in body["data"]:
+        if not isinstance(item, dict) or "embedding" not in item:
+            continue
+        vector = item["embedding"]
+        if isinstance(vector, list):
+            sizes.append(len(vector))
+            item["embedding"] = f"[{len(vector):,} numbers]"
+        elif isinstance(vector, str):
+            dimensions = len(vector) * 3 // 4 // 4  # base64 of float32 values
+            sizes.append(dimensions)
+            item["embedding"] = f"[base64, about {dimensions:,} numbers]"
+    if not sizes:
+        return ""
+    dimensions = ", ".join(f"{size:,}" for size in sorted(set(sizes)))
+    noun = "embedding" if len(sizes) == 1 else "embeddings"
+    return f"{len(sizes)} {noun} of {dimensions} dimensions (vectors not shown)"
 
 
 @register.filter
@@ -75,3 +150,9 @@ def status_class(status) -> str:
     except (TypeError, ValueError):
         return ""
     return "succeeded" if status < 400 else "pending" if status < 500 else "failed"
+
+
+@register.filter
+def cache_hit(cache) -> bool:
+    """Whether an entry's cache value is a hit (of any tier): answered without an upstream."""
+    return cache in CACHE_TIERS

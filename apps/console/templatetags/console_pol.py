@@ -1,11 +1,17 @@
 """Filters of the policies, prompts, experiments and webhooks pages: numbers of an experiment's
-results as people read them, and JSON shown as it is stored."""
+results as people read them, JSON shown as it is stored, detectors by their names for people, and how
+often a pending webhook delivery asks for its news."""
 
 import json
 import math
+from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 
 from django import template
+from django.utils import timezone
+
+from apps.core.detectors import DETECTOR_LABELS
+from apps.policies.engine import CATEGORY_LABELS
 
 register = template.Library()
 
@@ -184,3 +190,39 @@ def getlist(form, name: str) -> list:
 @register.filter
 def is_text(value) -> bool:
     return isinstance(value, str)
+
+
+@register.filter
+def detector_label(name: str) -> str:
+    """``payment_card`` -> ``Payment card number``; an unknown name as it is."""
+    return DETECTOR_LABELS.get(name, name)
+
+
+@register.filter
+def category_label(category: str) -> str:
+    """What a policy decision matched, for people: a detector's label, or the other categories' names
+    (``pattern``, ``term``, ``denied_model`` ...)."""
+    return DETECTOR_LABELS.get(category) or CATEGORY_LABELS.get(category, category)
+
+
+# A pending delivery's row asks again every second while an answer is likely soon (the transport's
+# timeouts are 3 s and 5 s), then more slowly: an attempt that waits for the broker can stay pending
+# for minutes, and a page left open should not ask every second all that time.
+_FAST_POLLING = timedelta(seconds=30)
+
+
+@register.filter
+def delivery_poll(delivery) -> str:
+    """The ``hx-trigger`` of a pending delivery's row or summary."""
+    fresh = timezone.now() - delivery.created_at < _FAST_POLLING
+    return "every 1s" if fresh else "every 10s"
+
+
+@register.filter
+def delivery_failure(delivery) -> str:
+    """Why a failed attempt failed, in a few words (``connection refused``); for an attempt recorded
+    before the reason was, the start of its error."""
+    if delivery.failure_reason:
+        return delivery.failure_reason
+    first_line = (delivery.error or "").strip().splitlines()[:1]
+    return first_line[0][:60] if first_line else NONE

@@ -15,7 +15,6 @@ from django.utils import timezone
 from apps.catalog import selectors, services
 from apps.catalog.models import ModelAlias
 from apps.console.access import Console, console_view
-from apps.console.areas import Navigation
 from apps.console.forms import flag, labels, service_errors, text
 from apps.core.errors import GatewayError
 from apps.organizations.models import Role
@@ -226,8 +225,6 @@ def price_create(request, console: Console):
     )
     return redirect("console:model-prices")
 
-
-NAVIGATION = Navigation("Models and prices", "console:models", "model")
 
 urlpatterns = [
     path("models/", model_list, name="models"),

@@ -8,9 +8,7 @@ Every role reads it; a member sees the budgets of the teams they belong to (and 
 the usage endpoints allow, and the organization's own.
 """
 
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 
 from django.shortcuts import render
 from django.urls import path
@@ -20,12 +18,10 @@ from apps.audit import selectors
 from apps.audit.time_ranges import format_instant
 from apps.console import charts
 from apps.console.access import Console, console_view
-from apps.console.areas import Navigation
 from apps.console.templatetags.console_dash import dollars
-from apps.limits.models import Limits, Scope
-from apps.limits.selectors import budgets_of
-from apps.limits.usage import usage_of
-from apps.teams.selectors import team_ids_of, teams_of
+from apps.console.templatetags.console_dash import ms as duration
+from apps.console.views.budgets import readable_budgets
+from apps.teams.selectors import teams_of
 
 PERIODS = {
     "24h": ("Last 24 hours", timedelta(hours=24)),
@@ -35,20 +31,6 @@ PERIODS = {
 }
 DEFAULT_PERIOD = "7d"
 CHART_ROWS = 12  # categories drawn; the table beside a chart lists them all
-
-
-@dataclass(frozen=True)
-class Budget:
-    kind: str  # Scope
-    name: str
-    api_key_id: object | None
-    period: str
-    period_start: datetime
-    spent_usd: Decimal
-    reserved_usd: Decimal
-    budget_usd: Decimal
-    remaining_usd: Decimal
-    percent: float
 
 
 def _buckets(start: datetime, end: datetime, unit: str) -> list[datetime]:
@@ -69,7 +51,7 @@ def _buckets(start: datetime, end: datetime, unit: str) -> list[datetime]:
 def _time_series(entries, start: datetime, end: datetime, unit: str) -> dict:
     groups = {group["key"]: group for group in selectors.usage_overview(entries, group_by=unit)["groups"]}
     buckets = _buckets(start, end, unit)
-    labels = [bucket.strftime("%H:%M" if unit == "hour" else "%m-%d") for bucket in buckets]
+    labels = [bucket.strftime("%H:%M" if unit == "hour" else "%b %d") for bucket in buckets]
     rows = [(bucket, groups.get(bucket)) for bucket in buckets]
     noun = "hour" if unit == "hour" else "day"
     return {
@@ -105,9 +87,21 @@ def _time_series(entries, start: datetime, end: datetime, unit: str) -> dict:
                 charts.Series("p50", [row["latency_p50_ms"] if row else None for _, row in rows]),
                 charts.Series("p95", [row["latency_p95_ms"] if row else None for _, row in rows]),
             ],
-            value_label=lambda value: f"{float(value):g} ms",
+            value_label=duration,
         ),
     }
+
+
+def _time_axis(period: str, entries, start: datetime, now: datetime) -> tuple[str, datetime]:
+    """Hours for a day. For a longer period, hours as well while all its requests are from the last two
+    days, from the first one's hour: a new installation's first day draws as a day's curve, not as one
+    point per day."""
+    if period == "24h":
+        return "hour", start
+    first = entries.order_by("created_at").values_list("created_at", flat=True).first()
+    if first is not None and now - first <= timedelta(hours=48):
+        return "hour", first
+    return "day", start
 
 
 def _count(value) -> str:
@@ -138,50 +132,6 @@ def _name(key, names: dict, missing: str) -> str:
     return names.get(key, str(key)) if names else str(key)
 
 
-def _budgets(console: Console, now: datetime) -> tuple[list[Budget], int]:
-    """The budgets the caller may read, with their burn, and how many others there are."""
-    organization = console.organization
-    mine = None if console.can_change else team_ids_of(user=console.user, organization_id=organization.id)
-    shown, hidden = [], 0
-    for limits in budgets_of(organization.id):
-        if mine is not None and not _readable(limits, mine):
-            hidden += 1
-            continue
-        usage = usage_of(
-            organization=organization, scope=limits.scope, scope_id=limits.scope_id, limits=limits, now=now
-        )
-        shown.append(_budget(limits, usage))
-    return shown, hidden
-
-
-def _readable(limits: Limits, team_ids: set) -> bool:
-    """A member reads the organization's budget and those of their teams and of keys bound to them."""
-    if limits.scope == Scope.TEAM:
-        return limits.team_id in team_ids
-    if limits.scope == Scope.API_KEY:
-        return limits.api_key.team_id is not None and limits.api_key.team_id in team_ids
-    return True
-
-
-def _budget(limits: Limits, usage) -> Budget:
-    amount = usage.budget_usd if usage.budget_usd is not None else limits.budget_usd
-    spent = usage.spent_usd
-    return Budget(
-        kind=limits.scope,
-        name=limits.team.name if limits.team else limits.api_key.name if limits.api_key else "Organization",
-        api_key_id=limits.api_key_id,
-        period=usage.period,
-        period_start=usage.period_start,
-        spent_usd=spent,
-        reserved_usd=usage.reserved_usd,
-        budget_usd=amount,
-        remaining_usd=usage.remaining_usd
-        if usage.remaining_usd is not None
-        else max(Decimal(0), amount - spent),
-        percent=float(spent / amount * 100) if amount else 0.0,
-    )
-
-
 @console_view()
 def dashboard(request, console: Console):
     period = request.GET.get("period") or DEFAULT_PERIOD
@@ -197,13 +147,14 @@ def dashboard(request, console: Console):
     organization = console.organization
     entries = selectors.entries_matching(selectors.entries_of(organization.id), start=start, end=now)
     team_names = {team.id: team.name for team in teams_of(organization.id)}
-    budgets, hidden_budgets = _budgets(console, now)
+    budgets, hidden_budgets = readable_budgets(console, now)
+    unit, axis_start = _time_axis(period, entries, start, now)
     context |= {
         "start": format_instant(start, timespec="seconds"),
         "end": format_instant(now, timespec="seconds"),
         "totals": selectors.usage_overview(entries)["totals"],
         "cache": selectors.cache_breakdown(entries)["totals"],
-        "series": _time_series(entries, start, now, "hour" if period == "24h" else "day"),
+        "series": _time_series(entries, axis_start, now, unit),
         "by_team": _by(entries, "team", team_names, "No team"),
         "by_model": _by(entries, "model", {}, "Not routed"),
         "by_provider": _by(entries, "provider", {}, "Not routed"),
@@ -212,7 +163,5 @@ def dashboard(request, console: Console):
     }
     return render(request, "console/dashboard/dashboard.html", context)
 
-
-NAVIGATION = Navigation("Dashboard", "console:dashboard", "dashboard")
 
 urlpatterns = [path("dashboard/", dashboard, name="dashboard")]

@@ -16,7 +16,6 @@ from django.urls import path
 
 from apps.catalog.selectors import model_aliases_of
 from apps.console.access import Console, console_view
-from apps.console.areas import Navigation
 from apps.console.forms import check, service_errors
 from apps.core.errors import GatewayError
 from apps.experiments import selectors, services
@@ -114,30 +113,70 @@ def _rows_of(experiment: Experiment | None) -> list[dict]:
             "weight": str(variant.weight),
             "model": variant.model,
             "prompt_version": "" if variant.prompt_version is None else str(variant.prompt_version),
-            "parameters": json.dumps(variant.parameters) if variant.parameters else "",
+            "parameters": json.dumps(variant.parameters, indent=2) if variant.parameters else "",
         }
         for variant in experiment.variants.all()
     ]
 
 
+def _version_groups(console: Console) -> list[tuple[str, list[tuple[str, str]]]]:
+    """The prompt version picker: each template (by slug) with its versions, newest first, named with
+    the labels that point at them (``("support", [("2", "version 2: production"), ("1", "version 1")])``)."""
+    groups = []
+    templates = templates_of(console.organization.id).order_by("slug").prefetch_related("versions", "labels")
+    for template in templates:
+        labels_of: dict[int, list[str]] = {}
+        for label in sorted(template.labels.all(), key=lambda label: label.name):
+            labels_of.setdefault(label.version_id, []).append(label.name)
+        versions = sorted(template.versions.all(), key=lambda version: -version.number)
+        choices = [
+            (
+                str(version.number),
+                f"version {version.number}"
+                + (f": {', '.join(labels_of[version.id])}" if version.id in labels_of else ""),
+            )
+            for version in versions
+        ]
+        groups.append((template.slug, choices))
+    return groups
+
+
 def _form(request, console: Console, *, experiment: Experiment | None, errors=None, status=400):
+    target = services.target_of(experiment) if experiment is not None else {}
     if request.method == "POST":
         rows = _variant_rows(request.POST)
         form = request.POST
+        chosen = {"model": form.get("target_model", ""), "prompt": form.get("target_prompt", "")}
     else:
         rows = _rows_of(experiment)
         form = None
+        chosen = {"model": target.get("model", ""), "prompt": target.get("prompt", "")}
     blank = {"name": "", "weight": "", "model": "", "prompt_version": "", "parameters": ""}
     rows = rows + [blank] * max(VARIANT_ROWS - len(rows), 1)
+    version_groups = _version_groups(console)
+    offered = {
+        value
+        for slug, choices in version_groups
+        if slug == chosen["prompt"] or not chosen["prompt"]
+        for value, _ in choices
+    }
+    for row in rows:
+        row["parameters_rows"] = max(2, row["parameters"].count("\n") + 1)  # the box fits what it holds
+        # A version the picker does not offer (of no template the target names) is kept, marked.
+        row["version_unlisted"] = bool(row["prompt_version"]) and row["prompt_version"] not in offered
     return render(
         request,
         "console/experiments/form.html",
         {
             "console": console,
             "experiment": experiment,
-            "target": services.target_of(experiment) if experiment is not None else {},
-            "aliases": model_aliases_of(console.organization.id).order_by("alias"),
+            "target": target,
+            "chosen": chosen,
+            "aliases": list(
+                model_aliases_of(console.organization.id).order_by("alias").values_list("alias", flat=True)
+            ),
             "templates": templates_of(console.organization.id).order_by("slug"),
+            "version_groups": version_groups,
             "parameters": services.PARAMETERS,
             "rows": rows,
             "form": form,
@@ -294,8 +333,6 @@ def experiment_result(request, console: Console, experiment_id):
         },
     )
 
-
-NAVIGATION = Navigation("Experiments", "console:experiments", "experiment")
 
 urlpatterns = [
     path("experiments/", experiment_list, name="experiments"),

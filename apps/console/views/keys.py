@@ -9,7 +9,6 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 
 from apps.console.access import Console, console_view
-from apps.console.areas import Navigation
 from apps.console.forms import labels, limits_input, service_errors, text
 from apps.core.errors import GatewayError
 from apps.keys import selectors, services
@@ -136,8 +135,6 @@ def api_key_revoke(request, console: Console, key_id):
     messages.success(request, f"Revoked {api_key.name}; requests with it are refused from now on.")
     return redirect("console:api-key", key_id=api_key.id)
 
-
-NAVIGATION = Navigation("API keys", "console:api-keys", "api-key")
 
 urlpatterns = [
     path("api-keys/", api_key_list, name="api-keys"),

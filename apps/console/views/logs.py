@@ -24,7 +24,6 @@ from apps.audit.api.serializers import AuditEntrySerializer, LogQuerySerializer
 from apps.audit.api.views import AuditLogPagination
 from apps.audit.time_ranges import TimeRange
 from apps.console.access import Console, console_view
-from apps.console.areas import Navigation
 from apps.console.forms import relative_link
 from apps.core.api.exceptions import management_exception_handler
 from apps.core.brand import header_names
@@ -48,6 +47,8 @@ FILTERS = (
     "request_id",
     "limit",
 )
+# Those the form folds away until one is used.
+MORE_FILTERS = ("from", "to", "provider", "prompt", "policy_action", "cache", "request_id", "limit")
 # Those an export narrows by besides the range and the team (named in the export's header).
 _EXPORT_MATCHING = (
     "api_key",
@@ -75,6 +76,7 @@ def _filters_context(console: Console, request) -> dict:
         "console": console,
         "filters": given,
         "filtered": any(value for name, value in given.items() if name != "limit"),
+        "more_filtered": any(given[name] for name in MORE_FILTERS),
         "teams": teams,
         "api_keys": api_keys,
         # A filter by an id that names none of the organization's teams or keys (deleted, mistyped,
@@ -85,7 +87,12 @@ def _filters_context(console: Console, request) -> dict:
         "statuses": ("2xx", "4xx", "5xx", "error"),
         "policy_actions": selectors.POLICY_ACTIONS,
         "cache_values": selectors.CACHE_VALUES,
-        "periods": ("24h", "7d", "30d", "mtd"),
+        "periods": (
+            ("24h", "Last 24 hours"),
+            ("7d", "Last 7 days"),
+            ("30d", "Last 30 days"),
+            ("mtd", "This month"),
+        ),
         "can_export": console.can(COMPLIANCE_EXPORT_ROLE),
     }
 
@@ -131,18 +138,24 @@ def log_list(request, console: Console):
         page = paginator.paginate_queryset(entries, Request(request))
     except (ValidationError, NotFound) as exc:  # a bad limit (400); a tampered cursor (404)
         return _refused(request, context, exc)
-    team_names = {team.id: team.name for team in context["teams"]}
     return render(
         request,
         "console/logs/list.html",
         {
             **context,
-            "entries": [(entry, team_names.get(entry.team_id)) for entry in page],
+            "entries": rows_with_names(page, teams=context["teams"], api_keys=context["api_keys"]),
             "next": relative_link(paginator.get_next_link()),
             "previous": relative_link(paginator.get_previous_link()),
             "export_parameters": _export_parameters(request),
         },
     )
+
+
+def rows_with_names(entries, *, teams, api_keys) -> list[tuple]:
+    """Each entry with its team's and its key's names (None for one deleted since)."""
+    team_names = {team.id: team.name for team in teams}
+    key_names = {key.id: key.name for key in api_keys}
+    return [(entry, team_names.get(entry.team_id), key_names.get(entry.api_key_id)) for entry in entries]
 
 
 def _export_parameters(request) -> str:
@@ -234,9 +247,6 @@ def log_export(request, console: Console, export_format: str):
     )
     return attachment(export_query, "compliance", exports.compliance_export(export_query))
 
-
-# "logs", not "log": the sign-in pages' names (login, logout) must not mark this link current.
-NAVIGATION = Navigation("Logs", "console:logs", "logs")
 
 urlpatterns = [
     path("logs/", log_list, name="logs"),

@@ -1,6 +1,7 @@
 """The organization: its settings (those of ``PATCH /api/v1/organizations/current``: name, audit bodies
 and retention, data regions, what limits do while Redis is unreachable, the response cache, and the
-organization's own budget and rate limits; the plan is shown, never changed here) and its members.
+organization's own budget and rate limits; the plan is the operator's, set in the Django admin) and
+its members.
 
 Everyone reads both pages. Admins and owners change the settings, as the API allows; only owners
 invite people (an account joins only by accepting), change a role or remove a member, and the
@@ -20,7 +21,6 @@ from django.views.decorators.cache import never_cache
 
 from apps.catalog.selectors import default_price_of, model_aliases_of
 from apps.console.access import Console, console_view
-from apps.console.areas import Navigation
 from apps.console.forms import (
     decimal_number,
     flag,
@@ -61,6 +61,8 @@ def _settings_input(post) -> dict:
         value = flag(post, name)
         if value is not None:
             settings[name] = value
+    if settings["limits_fail_mode"] is None:  # the form asks only when limits are counted in Redis
+        del settings["limits_fail_mode"]
     return {"name": post.get("name", "").strip(), "settings": settings}
 
 
@@ -92,6 +94,8 @@ def _settings_page(request, console: Console, *, errors=None, form=None, status=
             ),
             "log_bodies_choices": LogBodies.choices,
             "fail_modes": FailMode.choices,
+            # What limits do while Redis is unreachable matters only where they are counted there.
+            "uses_redis": bool(settings.REDIS_URL),
             "aliases": model_aliases_of(organization.id).values_list("alias", flat=True),
             "default_price": default_price_of(organization.id, timezone.now()),
             "periods": BudgetPeriod.values,
@@ -224,8 +228,6 @@ def member_remove(request, console: Console, membership_id):
         return redirect("console:home")  # the console of another of their organizations, or the refusal
     return redirect("console:organization-members")
 
-
-NAVIGATION = Navigation("Organization", "console:organization-settings", "organization-")
 
 urlpatterns = [
     path("organization/settings/", organization_settings, name="organization-settings"),

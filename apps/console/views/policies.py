@@ -12,10 +12,10 @@ from django.http import QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path
 
+from apps.catalog.selectors import model_aliases_of
 from apps.console.access import Console, console_view, forbidden
-from apps.console.areas import Navigation
 from apps.console.forms import check, service_errors, text
-from apps.core.detectors import DETECTOR_NAMES
+from apps.core.detectors import DETECTOR_LABELS, DETECTOR_NAMES
 from apps.core.errors import GatewayError
 from apps.keys.selectors import api_keys_of
 from apps.organizations.models import Role
@@ -72,7 +72,7 @@ def _form_context(console: Console, **extra) -> dict:
     return {
         "console": console,
         "actions": Action.values,
-        "detectors": DETECTOR_NAMES,
+        "detectors": [(name, DETECTOR_LABELS[name]) for name in DETECTOR_NAMES],
         "teams": teams_of(console.organization.id),
         "api_keys": api_keys_of(console.organization.id).filter(is_active=True),
         **extra,
@@ -232,7 +232,8 @@ def policy_delete(request, console: Console, policy_id):
 def _dry_run_input(post: QueryDict) -> tuple[dict, dict]:
     """The sample request of the form as the API's dry run takes it. The sample box holds a whole
     request body (``{"model", "messages"}`` or ``{"model", "input"}``), a list of messages, or plain
-    text (one user message)."""
+    text (one user message); the model field names the model (over the body's), which plain text and
+    a list of messages need: the dry run, like the proxy, matches policies' models on it."""
     data: dict = {}
     sample = post.get("sample", "")
     errors: dict = {}
@@ -254,6 +255,11 @@ def _dry_run_input(post: QueryDict) -> tuple[dict, dict]:
     model = text(post, "model")
     if model is not None:
         data["model"] = model
+    elif "model" not in data and not errors:
+        errors["model"] = [
+            "Choose the model the request would name: plain text and a list of messages carry none, "
+            "and policies scoped to models or denying them depend on it."
+        ]
     for name in ("team", "api_key"):
         value = text(post, name)
         if value is not None:
@@ -285,6 +291,7 @@ def policy_dry_run(request, console: Console):
         form=request.POST if request.method == "POST" else None,
         result=result,
         policies=selectors.policies_of(console.organization.id).filter(is_active=True),
+        aliases=model_aliases_of(console.organization.id).order_by("alias").values_list("alias", flat=True),
     )
     if request.headers.get("HX-Request") == "true":
         # htmx swaps only 2xx answers: the result (or the errors) goes in place with a 200.
@@ -295,8 +302,6 @@ def policy_dry_run(request, console: Console):
 def _refused(request, console: Console):
     return forbidden(request, console, f"This needs the admin role; yours is {console.role}.")
 
-
-NAVIGATION = Navigation("Policies", "console:policies", "polic")
 
 urlpatterns = [
     path("policies/", policy_list, name="policies"),

@@ -1,7 +1,8 @@
-"""Prompt templates: the list, create, a template's page (its versions, its labels with their move
-history, edit and delete), a new version (versions are immutable: a change is always a new one), a
-version's page, and the render preview (what a version renders with some variables, exactly as the
-proxy would, without calling a model; members may use it, as the API's render action).
+"""Prompt templates: the list, create, a template's page (its versions, each with a publish-to-label
+action, its labels with their move history, a new version with an optional label to publish it to,
+edit and delete: versions are immutable, a change is always a new one), a version's page, and the
+render preview (what a version renders with some variables, exactly as the proxy would, without
+calling a model; members may use it, as the API's render action).
 
 Input is checked by the API's serializers and written through the API's services, which move the
 organization's configuration generation (a label move is served from the next request)."""
@@ -12,11 +13,10 @@ from django.contrib import messages
 from django.db.models import Max, Prefetch
 from django.http import QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import path
+from django.urls import path, reverse
 from django.views.decorators.cache import never_cache
 
 from apps.console.access import Console, console_view
-from apps.console.areas import Navigation
 from apps.console.forms import check, service_errors, text
 from apps.core.errors import GatewayError
 from apps.organizations.models import Role
@@ -85,7 +85,7 @@ def prompt_create(request, console: Console):
             errors, status = service_errors(error), error.status
         else:
             messages.success(request, f"Created {template.slug}; now write its first version.")
-            return redirect("console:prompt-version-create", template_id=template.id)
+            return redirect(_new_version_anchor(template))
     return render(
         request,
         "console/prompts/form.html",
@@ -94,12 +94,27 @@ def prompt_create(request, console: Console):
     )
 
 
-def _detail(request, console: Console, template: PromptTemplate, *, errors=None, form=None, status=400):
+def _new_version_anchor(template: PromptTemplate) -> str:
+    return f"{reverse('console:prompt', kwargs={'template_id': template.id})}#new-version"
+
+
+def _detail(
+    request,
+    console: Console,
+    template: PromptTemplate,
+    *,
+    errors=None,
+    form=None,
+    version_post: QueryDict | None = None,
+    status=400,
+):
+    """The template's page; ``version_post``: a refused new version, shown again in its form."""
     versions = list(_versions(template))
     labels = list(template.labels.all())
     labels_of: dict[int, list[str]] = {}
     for label in labels:
         labels_of.setdefault(label.version.number, []).append(label.name)
+    names = [label.name for label in labels]
     return render(
         request,
         "console/prompts/detail.html",
@@ -110,9 +125,12 @@ def _detail(request, console: Console, template: PromptTemplate, *, errors=None,
             "version_numbers": [version.number for version in versions],
             "labels": labels,
             "moves": selectors.label_moves_of(template)[:200],
-            "suggested_labels": [
-                name for name in SUGGESTED_LABELS if name not in {label.name for label in labels}
-            ],
+            "label_choices": names + [name for name in SUGGESTED_LABELS if name not in names],
+            # What a version row's publish field holds: production while it is unset or in use,
+            # otherwise the label the template already uses.
+            "publish_default": DEFAULT_LABEL if not names or DEFAULT_LABEL in names else names[0],
+            **_version_form(versions[0] if versions else None, version_post),
+            "version_refused": version_post is not None,
             "errors": errors or {},
             "form": form,
         },
@@ -205,54 +223,63 @@ def _variables_text(variables: list[dict]) -> str:
     )
 
 
-@console_view(role=Role.ADMIN, methods=("GET", "POST"))
-def version_create(request, console: Console, template_id):
-    template = _template(console, template_id)
-    latest = _versions(template).first()
-    errors: dict = {}
-    if request.method == "POST":
-        data, errors = _version_input(request.POST)
-        if not errors:
-            try:
-                version = services.version_create(template=template, data=data, created_by=console.user)
-            except GatewayError as error:
-                errors = service_errors(error)
-            else:
-                messages.success(
-                    request,
-                    f"Created version {version.number}. Requests get it once a label they name points at it.",
-                )
-                return redirect("console:prompt-version", template_id=template.id, number=version.number)
-        rows = _rows(request.POST)
-        form = {
-            "variables": request.POST.get("variables", ""),
-            "defaults": request.POST.get("defaults", ""),
-            "note": request.POST.get("note", ""),
+def _version_form(latest: PromptVersion | None, post: QueryDict | None) -> dict:
+    """The new-version form of a template's page: a refused post as it was typed, otherwise a copy
+    of the latest version; the label to publish to starts as production for a first version."""
+    if post is not None:
+        rows = _rows(post)
+        version_form = {
+            "variables": post.get("variables", ""),
+            "defaults": post.get("defaults", ""),
+            "note": post.get("note", ""),
+            "label": post.get("label", ""),
         }
     else:
         rows = [dict(message) for message in latest.messages] if latest else []
-        form = {
+        version_form = {
             "variables": _variables_text(latest.variables) if latest else "",
             "defaults": json.dumps(latest.defaults, indent=2) if latest and latest.defaults else "",
             "note": "",
+            "label": "" if latest else DEFAULT_LABEL,
         }
     rows = [row for row in rows if row["content"].strip()] or [{"role": "system", "content": ""}]
     rows += [{"role": "user", "content": ""}] * BLANK_ROWS
-    return render(
-        request,
-        "console/prompts/version_form.html",
-        {
-            "console": console,
-            "template": template,
-            "latest": latest,
-            "rows": rows,
-            "roles": ROLES,
-            "parameters": DEFAULT_PARAMETERS,
-            "form": form,
-            "errors": errors,
-        },
-        status=400 if errors else 200,
-    )
+    return {
+        "latest": latest,
+        "rows": rows,
+        "roles": ROLES,
+        "parameters": DEFAULT_PARAMETERS,
+        "version_form": version_form,
+    }
+
+
+@console_view(role=Role.ADMIN, methods=("GET", "POST"))
+def version_create(request, console: Console, template_id):
+    """Saves the form on the template's page as its next version, published to the label it names
+    (if any) in the same write. A GET goes to that form."""
+    template = _template(console, template_id)
+    if request.method == "GET":
+        return redirect(_new_version_anchor(template))
+    data, errors = _version_input(request.POST)
+    label = text(request.POST, "label")
+    status = 400
+    if not errors:
+        try:
+            version = services.version_create(
+                template=template, data=data, created_by=console.user, label=label
+            )
+        except GatewayError as error:
+            errors, status = service_errors(error), error.status
+        else:
+            if label is None:
+                done = f"Created version {version.number}; publish it to a label for requests to get it."
+            else:
+                done = f"Created version {version.number} and published it to {label}: requests get it now."
+            messages.success(request, done)
+            # The new version's row: a refused form came back at the form (its action's fragment).
+            page = reverse("console:prompt", kwargs={"template_id": template.id})
+            return redirect(f"{page}#version-{version.number}")
+    return _detail(request, console, template, errors=errors, version_post=request.POST, status=status)
 
 
 def _version(template: PromptTemplate, number: int) -> PromptVersion:
@@ -263,6 +290,7 @@ def _version(template: PromptTemplate, number: int) -> PromptVersion:
 def version_detail(request, console: Console, template_id, number: int):
     template = _template(console, template_id)
     version = _version(template, number)
+    names = [label.name for label in template.labels.all()]
     return render(
         request,
         "console/prompts/version.html",
@@ -271,6 +299,7 @@ def version_detail(request, console: Console, template_id, number: int):
             "template": template,
             "version": version,
             "labels": [label.name for label in template.labels.all() if label.version_id == version.id],
+            "label_choices": names + [name for name in SUGGESTED_LABELS if name not in names],
         },
     )
 
@@ -304,6 +333,8 @@ def label_set(request, console: Console, template_id):
             messages.success(
                 request, f"{label.name} points at version {data['version']} from the next request on."
             )
+            if request.POST.get("back") == "version":  # published from the version's own page
+                return redirect("console:prompt-version", template_id=template.id, number=data["version"])
             return redirect("console:prompt", template_id=template.id)
     return _detail(request, console, template, errors=errors, form=request.POST)
 
@@ -394,8 +425,6 @@ def _choices(template: PromptTemplate) -> list[tuple[str, str]]:
     ]
     return labels + numbers
 
-
-NAVIGATION = Navigation("Prompts", "console:prompts", "prompt")
 
 urlpatterns = [
     path("prompts/", prompt_list, name="prompts"),

@@ -1,5 +1,6 @@
 """Provider keys: list (with each key's circuit breaker), add (the secret is write-only), edit weight,
-region and the rest, enable or disable, rotate (a new secret in place, no gap), delete.
+region and the rest, enable or disable, rotate (a new secret in place, no gap), delete, and test a key
+against its upstream (one model-list request, apps/providers/upstream_check.py).
 
 Members read; admins and owners change. Every write is the API's service (the configuration generation
 is bumped), which checks the form's input as it checks the API's body (apps/providers/inputs.py). A
@@ -14,12 +15,12 @@ from django.urls import path
 
 from apps.audit.breaker_history import breaker_states
 from apps.console.access import Console, console_view
-from apps.console.areas import Navigation
 from apps.console.forms import flag, service_errors, text
 from apps.core.errors import GatewayError
 from apps.organizations.models import Role
 from apps.providers import selectors, services
 from apps.providers.models import DEFAULT_BASE_URLS, Provider, ProviderKey
+from apps.providers.upstream_check import upstream_check
 
 SECRET = "key"  # the form field that carries a secret: never echoed
 
@@ -104,9 +105,17 @@ def provider_key_create(request, console: Console):
 
 
 def _detail(
-    request, console: Console, provider_key: ProviderKey, *, failed="", errors=None, form=None, status=200
+    request,
+    console: Console,
+    provider_key: ProviderKey,
+    *,
+    failed="",
+    errors=None,
+    form=None,
+    status=200,
+    check=None,
 ):
-    """``failed``: the form whose errors are shown (edit or rotate)."""
+    """``failed``: the form whose errors are shown (edit or rotate); ``check``: a test's outcome."""
     return render(
         request,
         "console/providers/detail.html",
@@ -117,6 +126,7 @@ def _detail(
             "failed": failed,
             "errors": errors or {},
             "form": form,
+            "check": check,
         },
         status=status,
     )
@@ -197,6 +207,17 @@ def provider_key_rotate(request, console: Console, key_id):
 
 
 @console_view(role=Role.ADMIN, methods=("POST",))
+def provider_key_test(request, console: Console, key_id):
+    """Admins only, as every use of the secret outside routing: one request to the key's upstream,
+    shown in place (htmx) or on the key's page."""
+    provider_key = _provider_key(console, key_id)
+    check = upstream_check(provider_key)
+    if request.headers.get("HX-Request") == "true":
+        return render(request, "console/providers/_upstream_check.html", {"check": check})
+    return _detail(request, console, provider_key, check=check)
+
+
+@console_view(role=Role.ADMIN, methods=("POST",))
 def provider_key_delete(request, console: Console, key_id):
     provider_key = _provider_key(console, key_id)
     label = str(provider_key)
@@ -205,13 +226,12 @@ def provider_key_delete(request, console: Console, key_id):
     return redirect("console:provider-keys")
 
 
-NAVIGATION = Navigation("Provider keys", "console:provider-keys", "provider-key")
-
 urlpatterns = [
     path("provider-keys/", provider_key_list, name="provider-keys"),
     path("provider-keys/new", provider_key_create, name="provider-key-create"),
     path("provider-keys/<uuid:key_id>/", provider_key_detail, name="provider-key"),
     path("provider-keys/<uuid:key_id>/edit", provider_key_update, name="provider-key-update"),
     path("provider-keys/<uuid:key_id>/rotate", provider_key_rotate, name="provider-key-rotate"),
+    path("provider-keys/<uuid:key_id>/test", provider_key_test, name="provider-key-test"),
     path("provider-keys/<uuid:key_id>/delete", provider_key_delete, name="provider-key-delete"),
 ]

@@ -10,6 +10,7 @@ from allauth.account import views as allauth_views
 from allauth.mfa.models import Authenticator
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import update_session_auth_hash
 from django.shortcuts import redirect, render
 from django.urls import path
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -17,8 +18,11 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from apps.accounts.forms import ConsoleLoginForm
+from apps.accounts.login_throttle import client_address
+from apps.accounts.services import account_password_change
 from apps.accounts.two_factor import has_two_factor
 from apps.console.access import Console, choose_organization, console_view
+from apps.console.forms import FORM, service_errors
 from apps.core.errors import GatewayError
 from apps.organizations.member_sessions import session_issue
 from apps.sso import signin
@@ -79,11 +83,11 @@ def switch_organization(request):
     return redirect("console:home")
 
 
-@console_view()
-def account(request, console: Console):
-    """The signed-in person's own page: two-factor authentication and single sign-on."""
+def _account_page(request, console: Console, *, password_errors=None, status: int = 200):
+    """``password_errors``: the change-password form's, by field (``FORM`` for the form's own)."""
     recovery = Authenticator.objects.filter(user=console.user, type=Authenticator.Type.RECOVERY_CODES).first()
     connection = active_connection_for_domain(email_domain(console.user.email))
+    password_errors = dict(password_errors or {})
     return render(
         request,
         "console/account/index.html",
@@ -91,10 +95,43 @@ def account(request, console: Console):
             "console": console,
             "two_factor": has_two_factor(console.user),
             "recovery_codes_left": len(recovery.wrap().get_unused_codes()) if recovery else None,
+            # An account single sign-on made has none; its identity provider keeps the password.
             "has_password": console.user.has_usable_password(),
             "sso_connection": connection,
+            # A template cannot read the key "__all__".
+            "password_form_errors": password_errors.pop(FORM, []),
+            "password_errors": password_errors,
         },
+        status=status,
     )
+
+
+@console_view()
+def account(request, console: Console):
+    """The signed-in person's own page: password, two-factor authentication and single sign-on."""
+    return _account_page(request, console)
+
+
+@console_view(methods=("POST",))
+def account_password(request, console: Console):
+    """Changes the password through the service ``POST /api/v1/auth/password`` calls. This browser
+    stays signed in (its session's hash follows the new password); every other session of the account,
+    in a browser or the management API, ends."""
+    new_password = request.POST.get("new_password", "")
+    if new_password != request.POST.get("new_password_confirmation", ""):
+        errors = {"new_password_confirmation": ["The two new passwords differ."]}
+        return _account_page(request, console, password_errors=errors, status=400)
+    try:
+        account_password_change(
+            user=console.user,
+            data={"current_password": request.POST.get("current_password", ""), "new_password": new_password},
+            client_ip=client_address(request),
+        )
+    except GatewayError as error:
+        return _account_page(request, console, password_errors=service_errors(error), status=error.status)
+    update_session_auth_hash(request, console.user)
+    messages.success(request, "Your password is changed. Every other session of your account is signed out.")
+    return redirect("console:account")
 
 
 @never_cache  # the answer carries the only copy of the tokens
@@ -120,5 +157,6 @@ urlpatterns = [
     path("login/sso/", sso_start, name="login-sso"),
     path("logout/", logout, name="logout"),
     path("account/", account, name="account"),
+    path("account/password", account_password, name="account-password"),
     path("account/tokens", account_tokens, name="account-tokens"),
 ]

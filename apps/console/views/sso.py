@@ -15,7 +15,6 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path, reverse
 
 from apps.console.access import Console, console_view
-from apps.console.areas import Navigation
 from apps.console.forms import flag, labels, service_errors, text
 from apps.core.errors import GatewayError
 from apps.organizations.models import Plan, Role
@@ -198,8 +197,6 @@ def sso_connection_delete(request, console: Console, connection_id):
     messages.success(request, f"Deleted {connection.name}; its email domains sign in with passwords again.")
     return redirect("console:sso-connections")
 
-
-NAVIGATION = Navigation("SSO", "console:sso-connections", "sso-connection")
 
 urlpatterns = [
     path("sso/", sso_connection_list, name="sso-connections"),

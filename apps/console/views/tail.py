@@ -11,7 +11,8 @@ from django.urls import path
 
 from apps.audit import selectors
 from apps.console.access import Console, console_view
-from apps.console.areas import Navigation
+from apps.console.views.logs import rows_with_names
+from apps.keys.selectors import api_keys_of
 from apps.teams.selectors import teams_of
 
 LATEST = 50  # entries the page starts with; the script keeps at most TAIL_ROWS (tail.js)
@@ -21,11 +22,11 @@ WEBSOCKET_PATH = "/console/tail/ws"
 @console_view()
 def tail(request, console: Console):
     organization_id = console.organization.id
-    team_names = {team.id: team.name for team in teams_of(organization_id)}
-    entries = [
-        (entry, team_names.get(entry.team_id))
-        for entry in selectors.latest_summaries(organization_id, limit=LATEST)
-    ]
+    entries = rows_with_names(
+        selectors.latest_summaries(organization_id, limit=LATEST),
+        teams=teams_of(organization_id),
+        api_keys=api_keys_of(organization_id),
+    )
     return render(
         request,
         "console/tail/tail.html",
@@ -37,7 +38,5 @@ def tail(request, console: Console):
         },
     )
 
-
-NAVIGATION = Navigation("Live tail", "console:tail", "tail")
 
 urlpatterns = [path("tail/", tail, name="tail")]

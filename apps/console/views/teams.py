@@ -12,7 +12,6 @@ from django.urls import path
 from django.utils import timezone
 
 from apps.console.access import Console, console_view
-from apps.console.areas import Navigation
 from apps.console.forms import (
     choice_flag,
     labels,
@@ -179,8 +178,6 @@ def team_member_remove(request, console: Console, team_id, user_id):
     messages.success(request, f"Removed {membership.user.email} from {team.name}.")
     return redirect("console:team", team_id=team.id)
 
-
-NAVIGATION = Navigation("Teams", "console:teams", "team")
 
 urlpatterns = [
     path("teams/", team_list, name="teams"),

@@ -4,6 +4,10 @@ its event, retry (409 when the event was already delivered, an attempt is under 
 is disabled), test (sends ``webhook.test``) and the secret roll (the new secret shown once, the old
 one signing beside it for the overlap).
 
+A pending delivery updates in place: its table row and its page's summary ask htmx to fetch them
+again (``delivery_row``, ``delivery_summary``) until the attempt settles, and the settled answer has
+no trigger, so the polling stops there.
+
 Input is written through the API's services, which check it (apps/webhooks/inputs.py). A secret exists
 in clear only in the answer that makes it: that answer is never cached and no other page, message
 or log holds it."""
@@ -11,14 +15,13 @@ or log holds it."""
 from django.contrib import messages
 from django.http import QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import path
+from django.urls import path, reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 
 from apps.console.access import Console, console_view
-from apps.console.areas import Navigation
 from apps.console.forms import flat_errors, relative_link, service_errors
 from apps.core.errors import GatewayError
 from apps.events.models import EventType
@@ -155,8 +158,10 @@ def webhook_test(request, console: Console, webhook_id):
         delivery = services.webhook_test(webhook=webhook)
     except GatewayError as error:
         return _detail(request, console, webhook, errors=service_errors(error), status=error.status)
-    messages.success(request, "Sent a webhook.test event; its delivery is below (reload to follow it).")
-    return redirect("console:webhook-delivery", delivery_id=delivery.id)
+    messages.success(
+        request, "Sent a webhook.test event: its delivery is the first row below and updates when it settles."
+    )
+    return redirect(f"{reverse('console:webhook', kwargs={'webhook_id': webhook.id})}#delivery-{delivery.id}")
 
 
 @never_cache  # the answer carries the only copy of the new secret
@@ -232,6 +237,24 @@ def delivery_detail(request, console: Console, delivery_id):
     return _delivery_page(request, console, _delivery(console, delivery_id))
 
 
+@console_view()
+def delivery_row(request, console: Console, delivery_id):
+    """One delivery's table row (``?endpoint=1``: with the endpoint column), for htmx's polling."""
+    return render(
+        request,
+        "console/webhooks/_delivery_row.html",
+        {"delivery": _delivery(console, delivery_id), "show_webhook": request.GET.get("endpoint") == "1"},
+    )
+
+
+@console_view()
+def delivery_summary(request, console: Console, delivery_id):
+    """The head and facts of a delivery's page, for htmx's polling."""
+    return render(
+        request, "console/webhooks/_delivery_summary.html", {"delivery": _delivery(console, delivery_id)}
+    )
+
+
 @console_view(role=Role.ADMIN, methods=("POST",))
 def delivery_retry(request, console: Console, delivery_id):
     """A new attempt of the delivery's event, now. The service refuses (409) an event already
@@ -245,13 +268,13 @@ def delivery_retry(request, console: Console, delivery_id):
     return redirect("console:webhook-delivery", delivery_id=retry.id)
 
 
-NAVIGATION = Navigation("Webhooks", "console:webhooks", "webhook")
-
 urlpatterns = [
     path("webhooks/", webhook_list, name="webhooks"),
     path("webhooks/new", webhook_create, name="webhook-create"),
     path("webhooks/deliveries/", delivery_list, name="webhook-deliveries"),
     path("webhooks/deliveries/<uuid:delivery_id>/", delivery_detail, name="webhook-delivery"),
+    path("webhooks/deliveries/<uuid:delivery_id>/row", delivery_row, name="webhook-delivery-row"),
+    path("webhooks/deliveries/<uuid:delivery_id>/summary", delivery_summary, name="webhook-delivery-summary"),
     path("webhooks/deliveries/<uuid:delivery_id>/retry", delivery_retry, name="webhook-delivery-retry"),
     path("webhooks/<uuid:webhook_id>/", webhook_detail, name="webhook"),
     path("webhooks/<uuid:webhook_id>/edit", webhook_update, name="webhook-update"),

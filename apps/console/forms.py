@@ -79,10 +79,19 @@ def limits_input(post: QueryDict) -> dict:
     return data
 
 
+def digits(value: str | None, max_digits: int = 18) -> int | None:
+    """The whole number ``value`` spells in ASCII digits (at most ``max_digits`` of them), else None.
+    ``str.isdigit`` alone is true of "²" and of a 5,000-digit string, both of which ``int()`` refuses."""
+    if value and len(value) <= max_digits and value.isascii() and value.isdigit():
+        return int(value)
+    return None
+
+
 def _number(value: str):
     """An integer when the text is one; the text itself otherwise, for the serializer to refuse."""
     value = value.strip()
-    return int(value) if value.isdigit() else value
+    number = digits(value)
+    return value if number is None else number
 
 
 def flag(post: QueryDict, name: str) -> bool | None:
@@ -111,7 +120,8 @@ def whole(post: QueryDict, name: str):
     value = text(post, name)
     if value is None:
         return None
-    return int(value) if value.isdigit() else value
+    number = digits(value)
+    return value if number is None else number
 
 
 def decimal_number(post: QueryDict, name: str):
@@ -119,8 +129,11 @@ def decimal_number(post: QueryDict, name: str):
     value = text(post, name)
     if value is None:
         return None
+    number = digits(value)
+    if number is not None:
+        return number
     try:
-        return int(value) if value.isdigit() else float(value)
+        return float(value)
     except ValueError:
         return value
 

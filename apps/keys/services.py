@@ -92,11 +92,17 @@ def playground_key_create(
         raise invalid_field("team_id", "Choose one of your own teams, or none.")
     from .inputs import NAME_LENGTH  # DRF's serializers load on a write (api_key_check says why)
 
+    name = PLAYGROUND_KEY_NAME.format(email=user.email)[:NAME_LENGTH]
+    # One live playground key a person: the one made before (expired, or held by another tab) ends
+    # here, so they do not pile up active in the key lists and pickers.
+    earlier = ApiKey.objects.filter(organization=organization, created_by=user, name=name, is_active=True)
+    for api_key in earlier:
+        api_key_revoke(api_key=api_key)
     return api_key_create(
         organization=organization,
         created_by=user,
         data={
-            "name": PLAYGROUND_KEY_NAME.format(email=user.email)[:NAME_LENGTH],
+            "name": name,
             "permissions": [Permission.CHAT.value],
             "team_id": None if team_id is None else str(team_id),
             "expires_at": timezone.now() + PLAYGROUND_KEY_LIFETIME,

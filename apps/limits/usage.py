@@ -14,8 +14,8 @@ from decimal import Decimal
 
 from .counters import CountersUnavailable, budget_key, counters
 from .counters import Usage as CounterUsage
-from .models import BudgetPeriod, Limits
-from .selectors import nanos_to_usd
+from .models import BudgetPeriod, Limits, Scope
+from .selectors import budgets_of, nanos_to_usd
 from .spend import spend_since
 from .windows import Window, window_at
 
@@ -69,3 +69,66 @@ def _counters(organization_id: str, scope: str, scope_id: str, window: Window) -
         # A read for people: the audit log's figure is answered instead of an error.
         logger.warning("Redis unreachable for a usage read (%s); answering from the audit log", error)
         return None
+
+
+# Budgets' burn, for people (the console's budgets page and dashboard) ------------------------------
+
+
+@dataclass(frozen=True)
+class BudgetBurn:
+    kind: str  # Scope
+    name: str
+    team_id: object | None
+    api_key_id: object | None
+    period: str
+    period_start: datetime
+    spent_usd: Decimal
+    reserved_usd: Decimal
+    budget_usd: Decimal
+    remaining_usd: Decimal
+    percent: float
+
+
+def budgets_burn(organization, *, now: datetime, team_ids: set | None = None) -> tuple[list[BudgetBurn], int]:
+    """The organization's budgets with what each has spent in its current window, and how many were
+    left out: with ``team_ids``, only the organization's own and those of these teams and of keys
+    bound to them (what a member may read), else every one."""
+    shown, hidden = [], 0
+    for limits in budgets_of(organization.id):
+        if team_ids is not None and not _readable(limits, team_ids):
+            hidden += 1
+            continue
+        usage = usage_of(
+            organization=organization, scope=limits.scope, scope_id=limits.scope_id, limits=limits, now=now
+        )
+        shown.append(_burn(limits, usage))
+    return shown, hidden
+
+
+def _readable(limits: Limits, team_ids: set) -> bool:
+    """A member reads the organization's budget and those of their teams and of keys bound to them."""
+    if limits.scope == Scope.TEAM:
+        return limits.team_id in team_ids
+    if limits.scope == Scope.API_KEY:
+        return limits.api_key.team_id is not None and limits.api_key.team_id in team_ids
+    return True
+
+
+def _burn(limits: Limits, usage: Usage) -> BudgetBurn:
+    amount = usage.budget_usd if usage.budget_usd is not None else limits.budget_usd
+    spent = usage.spent_usd
+    return BudgetBurn(
+        kind=limits.scope,
+        name=limits.team.name if limits.team else limits.api_key.name if limits.api_key else "Organization",
+        team_id=limits.team_id,
+        api_key_id=limits.api_key_id,
+        period=usage.period,
+        period_start=usage.period_start,
+        spent_usd=spent,
+        reserved_usd=usage.reserved_usd,
+        budget_usd=amount,
+        remaining_usd=usage.remaining_usd
+        if usage.remaining_usd is not None
+        else max(Decimal(0), amount - spent),
+        percent=float(spent / amount * 100) if amount else 0.0,
+    )

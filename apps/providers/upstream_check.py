@@ -99,10 +99,14 @@ def _get(url: httpx.URL, address: str, headers: dict[str, str]) -> tuple[int, by
         client.stream("GET", pinned, headers=headers, extensions=extensions) as response,
     ):
         received = bytearray()
+        # READ_TIMEOUT bounds each read; an upstream that drips a byte at a time is cut off here too.
+        deadline = time.monotonic() + READ_TIMEOUT
         for chunk in response.iter_raw():
             received += chunk
             if len(received) >= BODY_LIMIT:
                 break
+            if time.monotonic() > deadline:
+                raise httpx.ReadTimeout("the answer took too long")
         return response.status_code, bytes(received[:BODY_LIMIT])
 
 

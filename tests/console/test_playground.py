@@ -113,6 +113,16 @@ def test_an_admin_gets_a_chat_key_for_fifteen_minutes_charged_to_their_team(cons
     assert api_key.status == "active"
 
 
+def test_a_new_key_ends_the_one_made_before_so_one_stays_live(console_for, organization):
+    client = console_for(organization, "owner")
+    first = make_key(client, team_id="").json()
+    second = make_key(client, team_id="").json()
+
+    keys = ApiKey.objects.filter(created_by=client.membership.user).order_by("created_at")
+    assert [key.key_digest for key in keys] == [api_key_digest(first["key"]), api_key_digest(second["key"])]
+    assert [key.status for key in keys] == ["revoked", "active"]
+
+
 def test_without_a_team_the_key_is_charged_to_the_organization(console_for, organization):
     client = console_for(organization, "owner")
     made = make_key(client, team_id="").json()
@@ -286,6 +296,14 @@ def test_the_page_stops_waiting_and_points_at_the_logs(console_for, organization
     text = page.content.decode()
     assert "hx-get" not in text
     assert f'href="/console/logs/?request_id={request_id}"' in text
+
+
+@pytest.mark.parametrize("polls", ["²", "1" * 5000, "-1", "x"])
+def test_an_odd_count_of_looks_starts_over_rather_than_failing(console_for, organization, polls):
+    page = console_for(organization, "member").get(
+        f"/console/playground/entries/{uuid.uuid4()}?polls={polls}"
+    )
+    assert page.status_code == 200 and "Recording the log entry" in page.content.decode()
 
 
 def test_another_organizations_entry_reads_as_not_recorded(console_for, organization, outsider):

@@ -305,11 +305,26 @@ def test_a_row_recorded_before_failure_reasons_shows_the_start_of_its_error(cons
 
 
 @pytest.mark.parametrize("fragment", ["row", "row?endpoint=1", "summary"])
-def test_another_organizations_delivery_fragment_answers_404(console_for, organization, outsider, fragment):
+def test_another_organizations_or_a_deleted_delivery_stops_the_polling_and_shows_nothing(
+    console_for, organization, outsider, fragment
+):
     theirs = make_delivery(make_webhook(outsider.organization, "https://127.0.0.1/theirs"), status="pending")
+    ours = make_delivery(make_webhook(organization, "https://127.0.0.1/ours"), status="pending")
     client = console_for(organization, "owner")
-    response = client.get(f"{HISTORY}{theirs.id}/{fragment}")
-    assert response.status_code == 404 and "/theirs" not in response.content.decode()
+    ours_id = ours.id
+    ours.webhook.delete()  # its deliveries go with it
+
+    for delivery_id in (theirs.id, ours_id):
+        response = client.get(f"{HISTORY}{delivery_id}/{fragment}")
+        # 286: htmx's "stop polling" (a 404 is not swapped, and the page would go on asking).
+        assert response.status_code == 286 and response.content == b""
+
+
+def test_a_delivery_pending_for_long_is_no_longer_polled(console_for, organization, time_machine):
+    delivery = make_delivery(make_webhook(organization), status="pending")
+    time_machine.move_to(delivery.created_at + timedelta(minutes=11))
+    row = row_of(console_for(organization, "member").get(HISTORY).content.decode(), delivery)
+    assert "hx-trigger" not in row and "still pending: reload to follow" in row
 
 
 def test_rolling_the_secret_shows_the_new_one_once_and_explains_the_overlap(console_for, organization):

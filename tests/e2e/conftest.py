@@ -53,7 +53,7 @@ def browser_type_launch_args(browser_type_launch_args):
 
 @pytest.fixture(scope="session")
 def browser_context_args(browser_context_args):
-    return {**browser_context_args, "viewport": {"width": 1280, "height": 860}}
+    return {**browser_context_args, "viewport": {"width": 1366, "height": 900}}  # a common laptop
 
 
 @pytest.fixture(scope="session")
@@ -91,9 +91,10 @@ def sign_in(page, gateway: str, email: str, password: str = PASSWORD) -> None:
     page.wait_for_url(lambda url: "/console/login/" not in url)
 
 
-def screenshot(page, name: str) -> Path:
-    """A full-page PNG of what the browser shows now, kept as the run's artifact."""
+def screenshot(page, name: str, *, full_page: bool = True) -> Path:
+    """A PNG of what the browser shows now (the whole page, or the screen only), kept as the run's
+    artifact."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    page.screenshot(path=str(path), full_page=full_page)
     return path

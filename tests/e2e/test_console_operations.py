@@ -108,6 +108,8 @@ def test_the_live_tail_shows_a_request_sent_through_the_proxy_as_it_finishes(
 
     row = page.locator(f'#tail-rows tr[data-log-id="{request_id}"]')
     expect(row).to_be_visible()
-    expect(row).to_contain_text("chat → gpt-4o-mini")
+    expect(row).to_contain_text("chat")
+    expect(row.locator(".log-model")).to_have_attribute("title", "served by openai / gpt-4o-mini")
+    expect(row).to_contain_text("tail-watcher")  # the key by its name
     expect(row).to_contain_text("200")
     screenshot(page, "tail")

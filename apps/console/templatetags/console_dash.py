@@ -1,7 +1,7 @@
 """Filters of the dashboard, log and live tail pages."""
 
 import json
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 from django import template
 
@@ -10,24 +10,36 @@ from apps.audit.selectors import CACHE_TIERS
 register = template.Library()
 
 
+def _rounded(value: Decimal, places: int) -> Decimal:
+    """Halves away from zero, as a browser's ``toFixed`` rounds (ConsoleFormat in console.js): the
+    live tail's and the playground's figures must read as the pages' do."""
+    return value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
+
+
+def _decimal(value) -> Decimal | None:
+    try:
+        return Decimal(str(value)) if isinstance(value, float) else Decimal(value)
+    except (InvalidOperation, ValueError, TypeError):
+        return None
+
+
 @register.filter
 def dollars(value) -> str:
     """Money for reading: "$1,234.56" from a dollar up, two significant digits below ("$0.50",
     "$0.015", "$0.0002"), "$0". Entries' pages and exports show the exact amount beside it."""
     if value is None or value == "":
         return ""
-    try:
-        amount = Decimal(str(value)) if isinstance(value, float) else Decimal(value)
-    except (InvalidOperation, ValueError, TypeError):
+    amount = _decimal(value)
+    if amount is None or not amount.is_finite():
         return str(value)
     if amount == 0:
         return "$0"
     sign, amount = ("-" if amount < 0 else ""), abs(amount)
     if amount < 1:
         places = max(2, 1 - amount.adjusted())  # two significant digits, at least cents
-        amount = amount.quantize(Decimal(1).scaleb(-places))
+        amount = _rounded(amount, places)
     if amount >= 1:
-        return f"{sign}${amount:,.2f}"
+        return f"{sign}${_rounded(amount, 2):,.2f}"
     whole, _, fraction = f"{amount:f}".partition(".")
     return f"{sign}${whole}.{fraction.rstrip('0').ljust(2, '0')}"
 
@@ -48,11 +60,15 @@ def compact(value) -> str:
         number = int(value)
     except (TypeError, ValueError):
         return "" if value is None else str(value)
-    for size, suffix in ((10**9, "B"), (10**6, "M"), (10**3, "k")):
-        if abs(number) >= size:
-            scaled = number / size
-            shown = f"{scaled:.1f}" if abs(scaled) < 100 else f"{scaled:.0f}"
-            return shown.removesuffix(".0") + suffix
+    units = ((10**9, "B"), (10**6, "M"), (10**3, "k"))
+    for index, (size, suffix) in enumerate(units):
+        if abs(number) < size:
+            continue
+        scaled = _rounded(Decimal(number) / size, 1 if abs(number) < 100 * size else 0)
+        if abs(scaled) >= 1000 and index > 0:  # 999,950 reads "1M", not "1000k"
+            size, suffix = units[index - 1]
+            scaled = _rounded(Decimal(number) / size, 1)
+        return f"{scaled:f}".removesuffix(".0") + suffix
     return str(number)
 
 
@@ -68,17 +84,19 @@ def rate(value) -> str:
 def ms(value) -> str:
     """A duration given in milliseconds, in the unit that reads best: "0.4 ms", "85 ms", "1.25 s",
     "2 min 5 s"; "—" for None (no requests, or not a stream)."""
-    if value is None or value == "":
+    milliseconds = None if value is None or value == "" else _decimal(value)
+    if milliseconds is None or not milliseconds.is_finite():
         return "—"
-    milliseconds = float(value)
-    if milliseconds < 10:
-        return f"{milliseconds:.1f} ms"
-    if milliseconds < 999.5:
-        return f"{milliseconds:.0f} ms"
+    if milliseconds < Decimal("9.95"):
+        return f"{_rounded(milliseconds, 1)} ms"
+    if milliseconds < Decimal("999.5"):
+        return f"{_rounded(milliseconds, 0)} ms"
     seconds = milliseconds / 1000
-    if seconds < 60:
-        return f"{seconds:.2f} s" if seconds < 10 else f"{seconds:.1f} s"
-    minutes, seconds = divmod(round(seconds), 60)
+    if seconds < Decimal("9.995"):
+        return f"{_rounded(seconds, 2)} s"
+    if seconds < Decimal("59.95"):
+        return f"{_rounded(seconds, 1)} s"
+    minutes, seconds = divmod(int(_rounded(seconds, 0)), 60)
     return f"{minutes} min {seconds} s"
 
 

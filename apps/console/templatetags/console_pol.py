@@ -211,11 +211,21 @@ def category_label(category: str) -> str:
 _FAST_POLLING = timedelta(seconds=30)
 
 
+# A page stops asking after this long: an attempt still pending then waits on a worker or a broker that
+# is down, and an open tab should not ask every ten seconds for hours. A reload follows it again.
+_POLLING_LIMIT = timedelta(minutes=10)
+
+
 @register.filter
 def delivery_poll(delivery) -> str:
-    """The ``hx-trigger`` of a pending delivery's row or summary."""
-    fresh = timezone.now() - delivery.created_at < _FAST_POLLING
-    return "every 1s" if fresh else "every 10s"
+    """The ``hx-trigger`` of a pending delivery's row or summary; empty when it is settled or has been
+    pending past ``_POLLING_LIMIT`` (the page then stops asking)."""
+    if delivery.is_settled:
+        return ""
+    age = timezone.now() - delivery.created_at
+    if age >= _POLLING_LIMIT:
+        return ""
+    return "every 1s" if age < _FAST_POLLING else "every 10s"
 
 
 @register.filter

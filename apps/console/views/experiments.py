@@ -16,7 +16,7 @@ from django.urls import path
 
 from apps.catalog.selectors import model_aliases_of
 from apps.console.access import Console, console_view
-from apps.console.forms import check, service_errors
+from apps.console.forms import check, digits, service_errors
 from apps.core.errors import GatewayError
 from apps.experiments import selectors, services
 from apps.experiments.api.serializers import PromoteSerializer
@@ -61,7 +61,8 @@ def _experiment(console: Console, experiment_id) -> Experiment:
 def _whole(value: str):
     """Digits as a whole number; anything else as typed, for the serializer to refuse."""
     value = value.strip()
-    return int(value) if value.isdigit() and len(value) < 10 else value
+    number = digits(value, max_digits=9)
+    return value if number is None else number
 
 
 def _experiment_input(post: QueryDict) -> tuple[dict, dict]:

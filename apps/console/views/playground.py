@@ -19,7 +19,8 @@ from django.views.decorators.cache import never_cache
 from apps.audit.selectors import entries_of
 from apps.catalog.selectors import model_aliases_of
 from apps.console.access import Console, console_view
-from apps.console.forms import text
+from apps.console.forms import digits, text
+from apps.core.api.exceptions import management_exception_handler
 from apps.core.brand import header_names
 from apps.core.errors import GatewayError
 from apps.keys.services import PLAYGROUND_KEY_LIFETIME, playground_key_create
@@ -85,8 +86,9 @@ def playground_key(request, console: Console):
         api_key, secret = playground_key_create(
             organization=console.organization, user=console.user, team_id=text(request.POST, "team_id")
         )
-    except GatewayError as error:
-        return JsonResponse({"error": {"message": error.message, "code": error.code}}, status=error.status)
+    except GatewayError as error:  # in the management API's shape, by its own handler
+        refused = management_exception_handler(error, {"request": request, "view": None})
+        return JsonResponse(refused.data, status=refused.status_code)
     return JsonResponse(
         {
             "key": secret,
@@ -103,8 +105,8 @@ def _chosen_version(snapshot: TemplateSnapshot, reference: str | None) -> tuple[
     request naming none gets, ``production``, else the newest."""
     if reference in snapshot.labels:
         return reference, snapshot.versions.get(snapshot.labels[reference])
-    if reference and reference.isdigit() and int(reference) in snapshot.versions:
-        return reference, snapshot.versions[int(reference)]
+    if (number := digits(reference, max_digits=9)) in snapshot.versions:
+        return reference, snapshot.versions[number]
     if DEFAULT_LABEL in snapshot.labels:
         return DEFAULT_LABEL, snapshot.versions.get(snapshot.labels[DEFAULT_LABEL])
     if snapshot.latest is None:
@@ -146,8 +148,7 @@ def playground_prompt(request, console: Console):
 def playground_entry(request, console: Console, log_id):
     """The request's log entry once the outbox has written it; until then, a look again a second later,
     ``ENTRY_POLLS`` times. Another organization's entry reads as one not recorded."""
-    polls = request.GET.get("polls", "")
-    polls = int(polls) if polls.isdigit() and len(polls) < 4 else 0
+    polls = digits(request.GET.get("polls"), max_digits=3) or 0
     return render(
         request,
         "console/playground/_entry.html",

@@ -17,7 +17,7 @@ from django.urls import path, reverse
 from django.views.decorators.cache import never_cache
 
 from apps.console.access import Console, console_view
-from apps.console.forms import check, service_errors, text
+from apps.console.forms import check, digits, service_errors, text
 from apps.core.errors import GatewayError
 from apps.organizations.models import Role
 from apps.prompts import selectors, services
@@ -313,7 +313,8 @@ def _version_number(value: str | None):
     if value is None:
         return None
     value = value.strip()
-    return int(value) if value.isdigit() and len(value) < 10 else value
+    number = digits(value, max_digits=9)
+    return value if number is None else number
 
 
 @console_view(role=Role.ADMIN, methods=("POST",))
@@ -358,8 +359,8 @@ def _resolve(template: PromptTemplate, reference: str | None) -> PromptVersion |
     if reference is None:
         label = template.labels.filter(name=DEFAULT_LABEL).select_related("version").first()
         return label.version if label is not None else versions.order_by("-number").first()
-    if reference.isdigit() and len(reference) < 10:
-        return versions.filter(number=int(reference)).first()
+    if (number := digits(reference, max_digits=9)) is not None:
+        return versions.filter(number=number).first()
     if reference == LATEST:
         return versions.order_by("-number").first()
     label = template.labels.filter(name=reference).select_related("version").first()

@@ -13,7 +13,7 @@ in clear only in the answer that makes it: that answer is never cached and no ot
 or log holds it."""
 
 from django.contrib import messages
-from django.http import QueryDict
+from django.http import HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path, reverse
 from django.utils import timezone
@@ -43,6 +43,20 @@ def _webhook(console: Console, webhook_id) -> Webhook:
 def _delivery(console: Console, delivery_id) -> WebhookDelivery:
     return get_object_or_404(
         selectors.deliveries_of(console.organization.id).select_related("webhook"), pk=delivery_id
+    )
+
+
+# htmx stops polling on this status (and swaps in its empty body): a delivery deleted with its webhook,
+# or never the organization's, leaves a page that asks no more. A 404 is not swapped: it would ask on.
+STOP_POLLING = 286
+
+
+def _polled_delivery(console: Console, delivery_id) -> WebhookDelivery | None:
+    return (
+        selectors.deliveries_of(console.organization.id)
+        .select_related("webhook")
+        .filter(pk=delivery_id)
+        .first()
     )
 
 
@@ -240,19 +254,23 @@ def delivery_detail(request, console: Console, delivery_id):
 @console_view()
 def delivery_row(request, console: Console, delivery_id):
     """One delivery's table row (``?endpoint=1``: with the endpoint column), for htmx's polling."""
+    delivery = _polled_delivery(console, delivery_id)
+    if delivery is None:
+        return HttpResponse(status=STOP_POLLING)
     return render(
         request,
         "console/webhooks/_delivery_row.html",
-        {"delivery": _delivery(console, delivery_id), "show_webhook": request.GET.get("endpoint") == "1"},
+        {"delivery": delivery, "show_webhook": request.GET.get("endpoint") == "1"},
     )
 
 
 @console_view()
 def delivery_summary(request, console: Console, delivery_id):
     """The head and facts of a delivery's page, for htmx's polling."""
-    return render(
-        request, "console/webhooks/_delivery_summary.html", {"delivery": _delivery(console, delivery_id)}
-    )
+    delivery = _polled_delivery(console, delivery_id)
+    if delivery is None:
+        return HttpResponse(status=STOP_POLLING)
+    return render(request, "console/webhooks/_delivery_summary.html", {"delivery": delivery})
 
 
 @console_view(role=Role.ADMIN, methods=("POST",))

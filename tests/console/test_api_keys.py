@@ -97,12 +97,12 @@ def test_an_admin_edits_a_keys_limits_and_removes_its_budget(console_for, organi
         "monthly",
         5000,
     )
-    assert "$10 monthly" in client.get(page).content.decode()
+    assert "$10.00 monthly" in client.get(page).content.decode()
 
     post_form(client, page, f"{page}edit", {"name": "batch-jobs", "budget_amount_usd": ""})
     # Empty fields mean no budget and no limits: the row goes.
     assert not Limits.objects.filter(api_key=api_key).exists()
-    assert "$10 monthly" not in client.get(page).content.decode()
+    assert "$10.00 monthly" not in client.get(page).content.decode()
 
 
 def test_an_admin_revokes_a_key_and_the_proxy_stops_accepting_it(console_for, organization):

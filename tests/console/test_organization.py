@@ -117,7 +117,7 @@ def test_an_admin_changes_the_settings_and_the_organizations_limits(
     )
     limits = Limits.objects.get(organization=organization, team=None, api_key=None)
     assert (limits.budget_usd, limits.rpm) == (1000, 600)
-    assert "$1000 monthly" in client.get(SETTINGS).content.decode()
+    assert "$1,000.00 monthly" in client.get(SETTINGS).content.decode()
 
 
 def test_refused_settings_say_why_and_change_nothing(console_for, organization):

@@ -93,7 +93,7 @@ def test_an_admin_creates_a_team_with_regions_cache_and_limits(
     )
     limits = Limits.objects.get(team=team)
     assert (limits.budget_usd, limits.budget_period, limits.rpm, limits.tpm) == (25, "daily", 60, None)
-    assert "$25 daily" in client.get(LIST).content.decode()
+    assert "$25.00 daily" in client.get(LIST).content.decode()
 
 
 def test_a_refused_team_says_why_and_creates_nothing(console_for, organization):

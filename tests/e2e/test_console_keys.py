@@ -47,7 +47,7 @@ def test_an_admin_creates_budgets_and_revokes_a_key(page, gateway, admin):
     page.get_by_label("Requests per minute").fill("120")
     page.get_by_role("button", name="Save").click()
     expect(page.get_by_text("Saved checkout-service.")).to_be_visible()
-    expect(page.get_by_text("$40 weekly")).to_be_visible()
+    expect(page.get_by_text("$40.00 weekly")).to_be_visible()
     screenshot(page, "api-key-detail")
     api_key = ApiKey.objects.get(name="checkout-service")
     limits = Limits.objects.get(api_key=api_key)

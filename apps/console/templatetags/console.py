@@ -1,20 +1,18 @@
-from decimal import Decimal
 
 from django import template
 from django.urls import reverse
 
 from apps.console.areas import SECTIONS
-from apps.limits.api.serializers import attached_limits, money
+from apps.console.templatetags.console_dash import dollars
+from apps.limits.api.serializers import attached_limits
 
 register = template.Library()
 
 
 @register.filter
 def usd(value) -> str:
-    """A Decimal as dollars: "$12.5", "$0"; empty for None."""
-    if value is None or value == "":
-        return ""
-    return f"${money(Decimal(value))}"
+    """A Decimal as dollars, as every page writes money: "$12.50", "$0.0002", "$0"; empty for None."""
+    return dollars(value)
 
 
 @register.filter

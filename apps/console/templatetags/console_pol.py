@@ -10,6 +10,8 @@ from decimal import Decimal, InvalidOperation
 from django import template
 from django.utils import timezone
 
+from apps.console.templatetags.console_dash import dollars as readable_dollars
+from apps.console.templatetags.console_dash import ms as readable_duration
 from apps.core.detectors import DETECTOR_LABELS
 from apps.policies.engine import CATEGORY_LABELS
 
@@ -55,23 +57,22 @@ def percent(value, digits=1) -> str:
 
 @register.filter
 def ms(value) -> str:
+    """A duration as the dashboard writes one ("85 ms", "1.25 s"); ``—`` for nothing."""
     found = _finite(value)
-    if found is None:
-        return NONE
-    return f"{found:,.1f} ms"
+    return NONE if found is None else readable_duration(found)
 
 
 @register.filter
 def dollars(value) -> str:
-    """A decimal string of USD as ``$0.00001234`` (trailing zeros kept to 8 places, as the API)."""
+    """Money as the dashboard writes it ("$0.00015", "$1,234.56"); ``—`` for nothing. The exact
+    amounts are the API's (and the exports')."""
     if value is None or value == "":
         return NONE
     try:
-        amount = Decimal(str(value))
+        Decimal(str(value))
     except InvalidOperation:
         return NONE
-    sign = "-" if amount < 0 else ""
-    return f"{sign}${abs(amount):f}"  # fixed point: 0E-8 reads $0.00000000
+    return readable_dollars(value)
 
 
 def _format(value, kind: str) -> str:

@@ -152,6 +152,8 @@ def dashboard(request, console: Console):
     context |= {
         "start": format_instant(start, timespec="seconds"),
         "end": format_instant(now, timespec="seconds"),
+        "start_at": start,
+        "end_at": now,
         "totals": selectors.usage_overview(entries)["totals"],
         "cache": selectors.cache_breakdown(entries)["totals"],
         "series": _time_series(entries, axis_start, now, unit),

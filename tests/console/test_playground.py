@@ -2,6 +2,7 @@
 waits for) and a provider key's "test this key", against the loopback stand-in provider."""
 
 import asyncio
+import re
 import uuid
 from datetime import timedelta
 
@@ -64,6 +65,28 @@ def test_the_page_offers_the_organizations_active_models_and_templates_and_no_ot
     assert "Support (support)" in page
     assert "No versions" not in page and "Theirs" not in page
     assert 'src="/static/console/playground.js"' in page
+
+
+def test_without_an_alias_the_models_of_the_organizations_providers_are_offered_by_name(
+    console_for, organization, outsider
+):
+    create_provider_key(organization, provider="anthropic")
+    disabled = create_provider_key(organization, provider="openai")
+    disabled.is_active = False
+    disabled.save(update_fields=["is_active"])
+    create_provider_key(outsider.organization, provider="openai")
+
+    page = console_for(organization, "member").get(PAGE).content.decode()
+
+    offered = re.findall(r'<option value="([a-z_]+/[^"]+)">', page)
+    assert offered and all(name.startswith("anthropic/") for name in offered)
+    assert not any("embedding" in name for name in offered)
+    assert "No models yet" not in page
+
+
+def test_with_no_provider_key_the_page_says_where_models_come_from(console_for, organization):
+    page = console_for(organization, "member").get(PAGE).content.decode()
+    assert "No models yet" in page and 'href="/console/provider-keys/"' in page
 
 
 def test_a_member_is_offered_only_a_key_of_their_own(console_for, organization):

@@ -221,3 +221,39 @@ def test_an_admin_tests_a_provider_key_from_its_page(
     expect(outcome).to_contain_text("Incorrect API key provided.")
     page.evaluate("window.scrollTo(0, 0)")  # the side navigation sticks to the top
     screenshot(page, "provider-key-test")
+
+
+def test_a_newcomers_first_request_needs_only_a_provider_key(
+    page,
+    gateway,
+    admin,
+    organization,
+    upstream,  # noqa: F811
+):
+    """The first run as a newcomer meets it: signed in, a provider key added on its page, the first
+    request sent from the playground to one of that provider's models by name (no alias made), and
+    found in the logs."""
+    sign_in(page, gateway, admin.user.email)
+    page.goto(f"{gateway}/console/dashboard/")
+    expect(page.get_by_text("No requests in this period")).to_be_visible()
+    page.get_by_role("link", name="Providers").first.click()
+    page.get_by_role("link", name="Add a provider key").click()
+    page.get_by_label("Name").fill("first")
+    page.get_by_label("Secret").fill("sk-upstream-newcomer-e2e-4412")
+    page.get_by_label("Base URL").fill(upstream.openai_base_url)
+    page.get_by_label("Data region").fill("us")
+    page.get_by_role("button", name="Add the key").click()
+    expect(page.locator(".messages")).to_be_visible()
+
+    page.get_by_role("navigation", name="Console").get_by_role("link", name="Playground").click()
+    page.get_by_label("Model").select_option("openai/gpt-4o-mini")
+    page.get_by_label("Message", exact=True).fill("Tell me about the sea")
+    page.get_by_role("button", name="Send").click()
+    expect(page.locator("#playground-answer")).to_have_text(ANSWER, timeout=15_000)
+    link = page.get_by_role("link", name="Open the log entry")
+    expect(link).to_be_visible(timeout=20_000)
+
+    page.get_by_role("navigation", name="Console").get_by_role("link", name="Logs").click()
+    row = page.locator("table.log-table tbody tr").first
+    expect(row).to_contain_text("openai/gpt-4o-mini")
+    expect(row).to_contain_text(f"Playground · {admin.user.email}")

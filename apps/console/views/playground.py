@@ -17,7 +17,7 @@ from django.urls import path
 from django.views.decorators.cache import never_cache
 
 from apps.audit.selectors import entries_of
-from apps.catalog.selectors import model_aliases_of
+from apps.catalog.selectors import model_aliases_of, shipped_prices
 from apps.console.access import Console, console_view
 from apps.console.forms import digits, text
 from apps.core.api.exceptions import management_exception_handler
@@ -27,6 +27,7 @@ from apps.keys.services import PLAYGROUND_KEY_LIFETIME, playground_key_create
 from apps.organizations.models import Role
 from apps.prompts.compiled import DEFAULT_LABEL, TemplateSnapshot, VersionSnapshot
 from apps.prompts.selectors import template_snapshot, templates_of
+from apps.providers.selectors import provider_keys_of
 from apps.teams.selectors import team_ids_of, teams_of
 
 # How long the page waits for a log entry: one look a second (the outbox writes within about one).
@@ -57,6 +58,19 @@ def _header_names() -> dict[str, str]:
     }
 
 
+def _provider_models(organization_id) -> list[str]:
+    """``provider/model`` names the proxy routes without an alias: the chat models of the gateway's
+    list prices, for the providers the organization has an enabled key of. A first request needs no
+    alias made first."""
+    providers = set(
+        provider_keys_of(organization_id).filter(is_active=True).values_list("provider", flat=True)
+    )
+    return sorted(
+        {f"{provider}/{model}" for provider, model, _ in shipped_prices() if provider in providers}
+        - {f"{provider}/{model}" for provider, model, _ in shipped_prices() if "embedding" in model}
+    )
+
+
 @console_view()
 def playground(request, console: Console):
     return render(
@@ -65,6 +79,7 @@ def playground(request, console: Console):
         {
             "console": console,
             "aliases": model_aliases_of(console.organization.id).filter(is_active=True).order_by("alias"),
+            "provider_models": _provider_models(console.organization.id),
             "templates": templates_of(console.organization.id)
             .filter(versions__isnull=False)
             .distinct()

@@ -5,8 +5,11 @@ import pytest
 from django.conf import settings
 from rest_framework.test import APIClient
 
+from tests import database_flush
 from tests.factories import PASSWORD, MembershipFactory, TeamFactory, create_api_key
 from tests.secret_scan import _secret_scan, pytest_runtest_teardown  # noqa: F401 (the run's secret scan)
+
+database_flush.install()
 
 # Run only when the command line names them, each in a process of its own: the browser tests
 # (tests/e2e/conftest.py says why) and the container image's (`make image-test`: minutes of build).

@@ -2,6 +2,7 @@ import pytest
 from django.test import Client
 
 from tests.factories import MembershipFactory
+from tests.webhooks.conftest import receiver  # noqa: F401 (fixture: the webhooks tests' live HTTPS receiver)
 
 
 @pytest.fixture

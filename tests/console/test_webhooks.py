@@ -16,7 +16,6 @@ from apps.webhooks import services
 from apps.webhooks.models import Webhook, WebhookDelivery
 from tests.console.conftest import post_form
 from tests.secret_scan import ledger
-from tests.webhooks.receiver import Receiver
 
 pytestmark = pytest.mark.django_db
 
@@ -54,16 +53,6 @@ def make_delivery(webhook, *, status="failed", event_type="budget.exceeded", att
 
 def page_of(webhook) -> str:
     return f"/console/webhooks/{webhook.id}/"
-
-
-@pytest.fixture
-def receiver(tmp_path, monkeypatch):
-    """The webhooks tests' live HTTPS receiver on loopback, trusted through SSL_CERT_FILE."""
-    server = Receiver(tmp_path)
-    monkeypatch.setenv("SSL_CERT_FILE", str(server.certificate))
-    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
-    yield server
-    server.close()
 
 
 def closed_port() -> int:

@@ -135,3 +135,26 @@ def shipped_prices() -> list[tuple[str, str, Price]]:
         ),
         key=lambda row: (row[0], row[1], row[2].effective_from),
     )
+
+
+# Chat models a person can try by name (``provider/model``, routed without an alias) with a key of
+# their provider: ids the providers' chat APIs take as they are. Not the price table's keys, which
+# are families (``claude-3-5-sonnet``) or models only another API serves (``o3-pro``).
+CHAT_MODEL_SUGGESTIONS = {
+    "openai": ("gpt-4o-mini", "gpt-4o", "gpt-4.1-nano", "gpt-4.1-mini", "gpt-4.1", "o4-mini", "o3-mini"),
+    "anthropic": (
+        "claude-3-5-haiku-latest",
+        "claude-3-7-sonnet-latest",
+        "claude-sonnet-4-0",
+        "claude-opus-4-0",
+    ),
+}
+
+
+def suggested_chat_models(providers) -> list[str]:
+    """``provider/model`` names to try for each of ``providers`` the gateway knows models of."""
+    return [
+        f"{provider}/{model}"
+        for provider in sorted(providers)
+        for model in CHAT_MODEL_SUGGESTIONS.get(provider, ())
+    ]

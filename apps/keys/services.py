@@ -82,10 +82,10 @@ def playground_key_create(
     *, organization: Organization, user: User, team_id: str | None = None
 ) -> tuple[ApiKey, str]:
     """A key for ``user`` to try models with in the console's playground, made by ``api_key_create``
-    like every key: ``proxy:chat`` only, expiring after ``PLAYGROUND_KEY_LIFETIME`` (nothing revokes
-    it; the proxy refuses it once expired), charged to ``team_id``, which must be one of the
-    organization's teams ``user`` belongs to (None: the organization). Raises ``InvalidRequest`` on
-    ``team_id`` for any other team, another organization's included."""
+    like every key: ``proxy:chat`` only, expiring after ``PLAYGROUND_KEY_LIFETIME`` (the proxy refuses
+    it once expired; the person's next one revokes it then), charged to ``team_id``, which must be one
+    of the organization's teams ``user`` belongs to (None: the organization). Raises
+    ``InvalidRequest`` on ``team_id`` for any other team, another organization's included."""
     if team_id is not None and str(team_id) not in {
         str(own) for own in team_ids_of(user=user, organization_id=organization.id)
     }:
@@ -93,21 +93,28 @@ def playground_key_create(
     from .inputs import NAME_LENGTH  # DRF's serializers load on a write (api_key_check says why)
 
     name = PLAYGROUND_KEY_NAME.format(email=user.email)[:NAME_LENGTH]
-    # One live playground key a person: the one made before (expired, or held by another tab) ends
-    # here, so they do not pile up active in the key lists and pickers.
-    earlier = ApiKey.objects.filter(organization=organization, created_by=user, name=name, is_active=True)
-    for api_key in earlier:
-        api_key_revoke(api_key=api_key)
-    return api_key_create(
-        organization=organization,
-        created_by=user,
-        data={
-            "name": name,
-            "permissions": [Permission.CHAT.value],
-            "team_id": None if team_id is None else str(team_id),
-            "expires_at": timezone.now() + PLAYGROUND_KEY_LIFETIME,
-        },
-    )
+    with transaction.atomic():
+        # The person's playground keys that have expired end here, so they do not pile up active in
+        # the key lists and pickers; a live one (another tab's) keeps working until it expires.
+        expired = ApiKey.objects.filter(
+            organization=organization,
+            created_by=user,
+            name=name,
+            is_active=True,
+            expires_at__lte=timezone.now(),
+        )
+        for api_key in expired:
+            api_key_revoke(api_key=api_key)
+        return api_key_create(
+            organization=organization,
+            created_by=user,
+            data={
+                "name": name,
+                "permissions": [Permission.CHAT.value],
+                "team_id": None if team_id is None else str(team_id),
+                "expires_at": timezone.now() + PLAYGROUND_KEY_LIFETIME,
+            },
+        )
 
 
 def _event_data(api_key: ApiKey) -> dict:

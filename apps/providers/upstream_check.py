@@ -89,6 +89,9 @@ def _get(url: httpx.URL, address: str, headers: dict[str, str]) -> tuple[int, by
     pinned = url.copy_with(host=address)
     extensions = {} if url.host == address else {"sni_hostname": url.host}
     headers = {**headers, "Host": url.netloc.decode("ascii"), "Accept-Encoding": "identity"}
+    # READ_TIMEOUT bounds each read; the body, however slowly it drips, must also be read by then
+    # (an answer's status line and headers are bounded by the read timeout alone).
+    deadline = time.monotonic() + READ_TIMEOUT + settings.GATEWAY_CONNECT_TIMEOUT_SECONDS
     with (
         httpx.Client(
             verify=httpx.create_ssl_context(),  # honours SSL_CERT_FILE / SSL_CERT_DIR, as the proxy
@@ -99,8 +102,6 @@ def _get(url: httpx.URL, address: str, headers: dict[str, str]) -> tuple[int, by
         client.stream("GET", pinned, headers=headers, extensions=extensions) as response,
     ):
         received = bytearray()
-        # READ_TIMEOUT bounds each read; an upstream that drips a byte at a time is cut off here too.
-        deadline = time.monotonic() + READ_TIMEOUT
         for chunk in response.iter_raw():
             received += chunk
             if len(received) >= BODY_LIMIT:

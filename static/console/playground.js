@@ -304,19 +304,27 @@
     }
   }
 
-  async function send() {
-    const body = requestBody();
-    const key = await secret();
+  async function post(body, key) {
     inFlight = new AbortController();
     stopButton.hidden = false;
-    const started = performance.now();
-    const response = await fetch(form.dataset.proxyUrl, {
+    return fetch(form.dataset.proxyUrl, {
       method: "POST",
       credentials: "omit", // the key authenticates; the console's cookies have no business at /v1/
       headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
       body: JSON.stringify(body),
       signal: inFlight.signal,
     });
+  }
+
+  async function send() {
+    const body = requestBody();
+    const started = performance.now();
+    let response = await post(body, await secret());
+    if (response.status === 401 && form.elements.credential.value !== "own") {
+      // The key kept for this tab ended (expired, or revoked): once more with a new one.
+      forgetKey();
+      response = await post(body, await secret());
+    }
     statusLine.textContent = `HTTP ${response.status} ${response.statusText}`.trim();
     showHeaders(response.headers);
     followEntry(response.headers);

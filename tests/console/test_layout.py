@@ -195,6 +195,8 @@ def test_without_budgets_the_page_says_where_to_set_one(console_for, organizatio
         ("1234.5678", "$1,234.57"),
         ("0.00000042", "$0.00000042"),
         (Decimal("-0.002"), "-$0.002"),
+        ("NaN", "NaN"),  # not an amount: shown as it is, never an error
+        ("1e30", "1e30"),
     ],
 )
 def test_money_reads_with_two_significant_digits_under_a_dollar_and_cents_above(amount, shown):

@@ -313,7 +313,7 @@ def test_a_delivery_pending_for_long_is_no_longer_polled(console_for, organizati
     delivery = make_delivery(make_webhook(organization), status="pending")
     time_machine.move_to(delivery.created_at + timedelta(minutes=11))
     row = row_of(console_for(organization, "member").get(HISTORY).content.decode(), delivery)
-    assert "hx-trigger" not in row and "still pending: reload to follow" in row
+    assert "hx-trigger" not in row and "still pending: reload for its status" in row
 
 
 def test_rolling_the_secret_shows_the_new_one_once_and_explains_the_overlap(console_for, organization):

@@ -17,10 +17,12 @@ def _rounded(value: Decimal, places: int) -> Decimal:
 
 
 def _decimal(value) -> Decimal | None:
+    """A finite amount of a plausible size, else None (shown as it is, or as a dash)."""
     try:
-        return Decimal(str(value)) if isinstance(value, float) else Decimal(value)
+        number = Decimal(str(value)) if isinstance(value, float) else Decimal(value)
     except (InvalidOperation, ValueError, TypeError):
         return None
+    return number if number.is_finite() and abs(number) < Decimal("1e15") else None
 
 
 @register.filter
@@ -30,7 +32,7 @@ def dollars(value) -> str:
     if value is None or value == "":
         return ""
     amount = _decimal(value)
-    if amount is None or not amount.is_finite():
+    if amount is None:
         return str(value)
     if amount == 0:
         return "$0"
@@ -85,7 +87,7 @@ def ms(value) -> str:
     """A duration given in milliseconds, in the unit that reads best: "0.4 ms", "85 ms", "1.25 s",
     "2 min 5 s"; "—" for None (no requests, or not a stream)."""
     milliseconds = None if value is None or value == "" else _decimal(value)
-    if milliseconds is None or not milliseconds.is_finite():
+    if milliseconds is None:
         return "—"
     if milliseconds < Decimal("9.95"):
         return f"{_rounded(milliseconds, 1)} ms"

@@ -5,7 +5,6 @@ often a pending webhook delivery asks for its news."""
 import json
 import math
 from datetime import timedelta
-from decimal import Decimal, InvalidOperation
 
 from django import template
 from django.utils import timezone
@@ -66,11 +65,7 @@ def ms(value) -> str:
 def dollars(value) -> str:
     """Money as the dashboard writes it ("$0.00015", "$1,234.56"); ``—`` for nothing. The exact
     amounts are the API's (and the exports')."""
-    if value is None or value == "":
-        return NONE
-    try:
-        Decimal(str(value))
-    except InvalidOperation:
+    if _finite(value) is None:
         return NONE
     return readable_dollars(value)
 
@@ -212,8 +207,8 @@ def category_label(category: str) -> str:
 _FAST_POLLING = timedelta(seconds=30)
 
 
-# A page stops asking after this long: an attempt still pending then waits on a worker or a broker that
-# is down, and an open tab should not ask every ten seconds for hours. A reload follows it again.
+# A page stops asking this long after the attempt began: one still pending then waits on a worker or a
+# broker that is down, and an open tab should not ask every ten seconds for hours. A reload shows it.
 _POLLING_LIMIT = timedelta(minutes=10)
 
 

@@ -17,7 +17,7 @@ from django.urls import path
 from django.views.decorators.cache import never_cache
 
 from apps.audit.selectors import entries_of
-from apps.catalog.selectors import model_aliases_of, shipped_prices
+from apps.catalog.selectors import model_aliases_of, suggested_chat_models
 from apps.console.access import Console, console_view
 from apps.console.forms import digits, text
 from apps.core.api.exceptions import management_exception_handler
@@ -59,16 +59,12 @@ def _header_names() -> dict[str, str]:
 
 
 def _provider_models(organization_id) -> list[str]:
-    """``provider/model`` names the proxy routes without an alias: the chat models of the gateway's
-    list prices, for the providers the organization has an enabled key of. A first request needs no
-    alias made first."""
+    """``provider/model`` names the proxy routes without an alias, for the providers the organization
+    has an enabled key of: a first request needs no alias made first."""
     providers = set(
         provider_keys_of(organization_id).filter(is_active=True).values_list("provider", flat=True)
     )
-    return sorted(
-        {f"{provider}/{model}" for provider, model, _ in shipped_prices() if provider in providers}
-        - {f"{provider}/{model}" for provider, model, _ in shipped_prices() if "embedding" in model}
-    )
+    return suggested_chat_models(providers)
 
 
 @console_view()

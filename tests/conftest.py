@@ -64,8 +64,8 @@ def pytest_ignore_collect(collection_path, config):
 
 @pytest.fixture(scope="session", autouse=True)
 def _close_database_pools(django_db_setup, django_db_blocker):
-    """Connections the async code borrowed from psycopg's pool stay open in it; close the pool
-    before pytest-django drops the test database."""
+    """Connections the async code borrowed from psycopg's pool stay open in it; close the pool, and
+    any other connection to the test database, before pytest-django drops it."""
     yield
     from django.db import connections
 
@@ -73,6 +73,15 @@ def _close_database_pools(django_db_setup, django_db_blocker):
         for connection in connections.all():
             if getattr(connection, "pool", None) is not None:
                 connection.close_pool()
+            if connection.vendor == "postgresql":
+                # A connection another thread of this process opened (a sync_to_async worker of an
+                # async test) stays open in that thread: end it, or dropping the test database
+                # fails ("being accessed by other users") and leaves it behind.
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    )
 
 
 @pytest.fixture(autouse=True)

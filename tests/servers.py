@@ -88,6 +88,25 @@ def daphne_server(data_dir: Path, command=daphne_command, **extra_env: str):
         log.close()
 
 
+@contextmanager
+def daphne_server_beside(data_dir: Path, companion: list[str], **extra_env: str):
+    """``daphne_server`` with ``companion`` (a Celery worker, the audit ingest) running beside it on
+    the same settings, as `make run` runs them; yields the base URL, stops both."""
+    process = subprocess.Popen(
+        companion,
+        cwd=ROOT,
+        env=subprocess_env(data_dir, **extra_env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        with daphne_server(data_dir, **extra_env) as base_url:
+            yield base_url
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
 def wait_until_serving(base_url: str, process: subprocess.Popen, log, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -4,7 +4,6 @@ slug, a password change that signs the other browsers out, and a webhook's test 
 on the page (a live Celery worker sends it)."""
 
 import re
-import subprocess
 import sys
 from decimal import Decimal
 
@@ -16,7 +15,7 @@ from apps.webhooks import services as webhooks
 from tests.audit.entries import AuditEntryFactory
 from tests.e2e.conftest import screenshot, sign_in, with_live_password
 from tests.factories import PASSWORD, TeamFactory, create_api_key
-from tests.servers import ROOT, daphne_server, free_port, subprocess_env
+from tests.servers import daphne_server_beside, free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,22 +27,10 @@ PHONE = {"width": 390, "height": 844}
 def gateway(django_db_setup, static_root, tmp_path_factory):
     """A live gateway with a Celery worker beside it, as `make run` has (a webhook's test delivery is
     the worker's task)."""
-    data_dir = tmp_path_factory.mktemp("gateway")
     settings = {"STATIC_ROOT": str(static_root), "GATEWAY_ALLOW_PRIVATE_WEBHOOKS": "true"}
-    env = subprocess_env(data_dir, **settings)
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "gateway_project", "--quiet", "worker", "--pool", "solo"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        with daphne_server(data_dir, **settings) as url:
-            yield url
-    finally:
-        worker.terminate()
-        worker.wait(30)
+    worker = [sys.executable, "-m", "celery", "-A", "gateway_project", "--quiet", "worker", "--pool", "solo"]
+    with daphne_server_beside(tmp_path_factory.mktemp("gateway"), worker, **settings) as url:
+        yield url
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 an answer through the proxy and leads to its log entry; the proxy's refusals are shown plainly; a
 provider key is tested from its page."""
 
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,7 +16,7 @@ from apps.teams.models import TeamMembership
 from tests.e2e.conftest import screenshot, sign_in, with_live_password
 from tests.factories import MembershipFactory, TeamFactory
 from tests.proxy.conftest import add_alias, add_provider_key
-from tests.servers import ROOT, daphne_server, subprocess_env, until
+from tests.servers import daphne_server_beside, until
 from tests.upstreams import upstream  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -34,20 +33,10 @@ def outbox(tmp_path_factory) -> Path:
 def gateway(django_db_setup, static_root, tmp_path_factory, outbox) -> str:
     """A live gateway whose log is written as in production: Daphne spools each request and an ingest
     process writes the spool to the database (under `make run`, the Celery worker's thread does)."""
-    data_dir = tmp_path_factory.mktemp("gateway")
     env = {"GATEWAY_OUTBOX_DIR": str(outbox), "STATIC_ROOT": str(static_root)}
-    ingest = subprocess.Popen(
-        [sys.executable, "manage.py", "outbox_ingest", "--interval", "0.1"],
-        cwd=ROOT,
-        env=subprocess_env(data_dir, **env),
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        with daphne_server(data_dir, **env) as base_url:
-            yield base_url
-    finally:
-        ingest.terminate()
-        ingest.wait(20)
+    ingest = [sys.executable, "manage.py", "outbox_ingest", "--interval", "0.1"]
+    with daphne_server_beside(tmp_path_factory.mktemp("gateway"), ingest, **env) as base_url:
+        yield base_url
 
 
 @pytest.fixture(autouse=True)
